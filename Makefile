@@ -1,0 +1,39 @@
+# Two commands set everything up on a fresh machine: `make demo` and `make test`.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+.PHONY: install demo test lint bench browser clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[test]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+# Headless Chromium for the browser test (Debian packages); skipped where apt is unavailable.
+browser:
+	@if [ ! -x /usr/bin/chromium ] || [ ! -x /usr/bin/chromedriver ]; then \
+	  if command -v apt-get >/dev/null 2>&1 && [ "$$(id -u)" = 0 ]; then \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null; \
+	  else echo "chromium not installed: the browser test will be skipped"; fi; \
+	fi
+
+demo: $(STAMP)
+	OMP_NUM_THREADS=1 $(PY) -m gagpo.cli demo
+
+test: $(STAMP) browser
+	OMP_NUM_THREADS=1 $(PY) -m pytest -q
+	$(VENV)/bin/ruff check .
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
+
+bench: $(STAMP)
+	OMP_NUM_THREADS=1 $(PY) -m benchmarks.run_all
+
+clean:
+	rm -rf $(VENV) build *.egg-info

@@ -1,0 +1,16 @@
+"""gagpo's text environments. Importing this package registers them with Gymnasium::
+
+    import gymnasium, envs
+    env = gymnasium.make("WebShop-v0")
+"""
+
+from gymnasium.envs.registration import register, registry
+
+if "WebShop-v0" not in registry:
+    register(
+        id="WebShop-v0",
+        entry_point="envs.webshop.env:WebShopEnv",
+        max_episode_steps=15,
+    )
+
+__all__ = ["register"]

@@ -1,0 +1,233 @@
+"""The product catalog: loading WebShop's data files (original format) into products.
+
+The original files are read unchanged:
+
+* ``items_shuffle*.json``: a list of product records (asin, name, full_description,
+  small_description, pricing, customization_options, images, category, query,
+  product_category; other keys ignored);
+* ``items_ins_v2*.json``: ``{asin: {attributes, instruction, instruction_attributes}}``;
+* ``items_human_ins.json``: ``{asin: [{instruction, instruction_attributes,
+  instruction_options, ...}]}``.
+
+Derived fields follow the original loader: Title = name, Description = full_description,
+BulletPoints = small_description, prices from every ``$`` chunk (first two kept, none ->
+100.0), option names and values lower-cased with ``/`` shown as `` | ``, attributes from
+items_ins_v2 or ``['DUMMY_ATTR']``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+DEFAULT_PRICE = 100.0
+
+
+@dataclass(frozen=True, slots=True)
+class Product:
+    """One product as the shop shows it and the reward reads it."""
+
+    asin: str
+    title: str
+    description: str
+    bullet_points: tuple[str, ...]
+    pricing: tuple[float, ...]
+    """One price, or the low and high end of a price range."""
+    price_tag: str
+    """The price as pages show it: ``$12.99`` or ``$10.0 to $20.0`` (float repr, as the original)."""
+    price: float
+    """The price the reward compares with the goal's limit (seeded draw inside a range)."""
+    options: dict[str, tuple[str, ...]]
+    attributes: tuple[str, ...]
+    category: str
+    query: str
+    product_category: str
+    image: str | None = None
+    human_instructions: tuple[dict[str, Any], ...] = ()
+    """The product's entries of items_human_ins.json, in file order."""
+    synthetic_instruction: str | None = None
+    synthetic_attributes: tuple[str, ...] = ()
+    search_text: str = field(default="", repr=False)
+    """What the search index sees: lower(Title + Description + first bullet + option texts)."""
+
+
+def parse_pricing(pricing: Any) -> tuple[tuple[float, ...], str]:
+    """Prices and price tag from a ``pricing`` field, as the original loader derives them."""
+    if not pricing or not isinstance(pricing, str):
+        return (DEFAULT_PRICE,), f"${DEFAULT_PRICE}"
+    prices: list[float] = []
+    for chunk in pricing.split("$")[1:]:
+        digits = re.sub(r"[^\d.]", "", chunk)
+        try:
+            prices.append(float(digits))
+        except ValueError:
+            continue
+    if not prices:
+        return (DEFAULT_PRICE,), f"${DEFAULT_PRICE}"
+    if len(prices) == 1:
+        return (prices[0],), f"${prices[0]}"
+    return (prices[0], prices[1]), f"${prices[0]} to ${prices[1]}"
+
+
+def reward_price(asin: str, pricing: tuple[float, ...]) -> float:
+    """The price the reward uses. The original draws a range's price with an unseeded RNG;
+    ours is seeded by the ASIN, so it is the same in every process and run."""
+    if len(pricing) == 1:
+        return pricing[0]
+    rng = random.Random(f"price:{asin}")
+    return rng.uniform(pricing[0], pricing[1])
+
+
+def parse_options(customization_options: Any) -> dict[str, tuple[str, ...]]:
+    options: dict[str, tuple[str, ...]] = {}
+    if not isinstance(customization_options, dict):
+        return options
+    for name, contents in customization_options.items():
+        if not contents:
+            continue
+        values = tuple(
+            str(c.get("value", "")).strip().replace("/", " | ").lower()
+            for c in contents
+            if isinstance(c, dict)
+        )
+        options[str(name).lower()] = values
+    return options
+
+
+def _as_list(value: Any) -> list[str]:
+    if value is None:
+        return []
+    if isinstance(value, list):
+        return [str(v) for v in value]
+    return [str(value)]
+
+
+def search_text(title: str, description: str, bullets: tuple[str, ...], options: dict) -> str:
+    parts = [title, description, bullets[0] if bullets else ""]
+    for values in options.values():
+        parts.extend(values)
+    return " ".join(p for p in parts if p).lower()
+
+
+def product_from_record(
+    record: dict[str, Any],
+    ins_v2: dict[str, Any] | None = None,
+    human_ins: dict[str, Any] | None = None,
+) -> Product:
+    """Build a :class:`Product` from one items_shuffle record and the attribute files."""
+    asin = str(record["asin"])
+    title = str(record.get("name") or "")
+    description = str(record.get("full_description") or "")
+    bullets = tuple(_as_list(record.get("small_description")))
+    pricing, price_tag = parse_pricing(record.get("pricing"))
+    options = parse_options(record.get("customization_options"))
+    attr_entry = (ins_v2 or {}).get(asin) or {}
+    attributes = tuple(attr_entry.get("attributes") or ()) or ("DUMMY_ATTR",)
+    images = record.get("images") or []
+    return Product(
+        asin=asin,
+        title=title,
+        description=description,
+        bullet_points=bullets,
+        pricing=pricing,
+        price_tag=price_tag,
+        price=reward_price(asin, pricing),
+        options=options,
+        attributes=attributes,
+        category=str(record.get("category") or ""),
+        query=str(record.get("query") or "").lower().strip(),
+        product_category=str(record.get("product_category") or ""),
+        image=images[0] if images else None,
+        human_instructions=tuple((human_ins or {}).get(asin) or ()),
+        synthetic_instruction=attr_entry.get("instruction"),
+        synthetic_attributes=tuple(attr_entry.get("instruction_attributes") or ()),
+        search_text=search_text(title, description, bullets, options),
+    )
+
+
+@dataclass
+class Catalog:
+    """Products in load order, with an ASIN index and a content fingerprint."""
+
+    products: list[Product]
+    fingerprint: str
+    """Hash of the source files' bytes: keys the search index cache."""
+    source: str = "embedded"
+
+    def __post_init__(self) -> None:
+        self.by_asin: dict[str, int] = {p.asin: i for i, p in enumerate(self.products)}
+
+    def __len__(self) -> int:
+        return len(self.products)
+
+    def get(self, asin: str) -> Product | None:
+        i = self.by_asin.get(asin.upper()) if asin else None
+        if i is None:
+            i = self.by_asin.get(asin)
+        return None if i is None else self.products[i]
+
+
+CATALOG_FILES = ("items_shuffle", "items_ins_v2", "items_human_ins")
+
+
+def find_catalog_files(directory: str | Path) -> dict[str, Path]:
+    """Locate the three original files in ``directory`` (any suffix, e.g. ``_1000``)."""
+    directory = Path(directory)
+    if not directory.is_dir():
+        raise FileNotFoundError(f"catalog folder not found: {directory}")
+    found: dict[str, Path] = {}
+    for stem in CATALOG_FILES:
+        matches = sorted(directory.glob(f"{stem}*.json"))
+        if matches:
+            found[stem] = matches[0]
+    if "items_shuffle" not in found:
+        raise FileNotFoundError(f"no items_shuffle*.json in {directory}")
+    return found
+
+
+def _digest(paths: list[Path]) -> str:
+    h = hashlib.sha256()
+    for path in paths:
+        with open(path, "rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                h.update(block)
+    return h.hexdigest()[:16]
+
+
+def load_catalog(directory: str | Path, num_products: int | None = None) -> Catalog:
+    """Load a catalog folder in the original WebShop format.
+
+    Records whose asin is ``'nan'``, longer than 10 characters or a duplicate are skipped,
+    as in the original. ``num_products`` keeps only the first records (the original's
+    ``DEBUG_PROD_SIZE``).
+    """
+    files = find_catalog_files(directory)
+    with open(files["items_shuffle"], encoding="utf-8") as f:
+        records = json.load(f)
+    ins_v2: dict[str, Any] = {}
+    human: dict[str, Any] = {}
+    if "items_ins_v2" in files:
+        with open(files["items_ins_v2"], encoding="utf-8") as f:
+            ins_v2 = json.load(f)
+    if "items_human_ins" in files:
+        with open(files["items_human_ins"], encoding="utf-8") as f:
+            human = json.load(f)
+    if num_products is not None:
+        records = records[:num_products]
+    seen: set[str] = set()
+    products: list[Product] = []
+    for record in records:
+        asin = str(record.get("asin", "nan"))
+        if asin == "nan" or len(asin) > 10 or asin in seen:
+            continue
+        seen.add(asin)
+        products.append(product_from_record(record, ins_v2, human))
+    fingerprint = _digest(sorted(files.values()))
+    if num_products is not None:
+        fingerprint += f"-{num_products}"
+    return Catalog(products=products, fingerprint=fingerprint, source=str(directory))
