@@ -10,18 +10,21 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
+from typing import TYPE_CHECKING
+
 from servers.webshop.cache import build_once, cache_dir
 from servers.webshop.catalog import Catalog, load_catalog
 from servers.webshop.goals import GoalKind, build_goals
-from servers.webshop.search import SearchEngine
-from servers.webshop.shop import Shop
+
+if TYPE_CHECKING:
+    from servers.webshop.shop import Shop
 
 DEFAULT_PRODUCTS = 1000
 DEFAULT_SEED = 0
 GENERATOR_VERSION = 1
 
 _lock = threading.Lock()
-_shops: dict[tuple, Shop] = {}
+_shops: dict[tuple, "Shop"] = {}
 
 
 def generated_catalog_dir(n_products: int = DEFAULT_PRODUCTS, seed: int = DEFAULT_SEED) -> Path:
@@ -53,6 +56,9 @@ def open_shop(
     seed: int = DEFAULT_SEED,
 ) -> Shop:
     """The process-wide shop for these arguments (built once, then shared)."""
+    from servers.webshop.search import SearchEngine
+    from servers.webshop.shop import Shop
+
     key = (str(catalog) if catalog else None, goals, num_products, seed)
     with _lock:
         shop = _shops.get(key)
