@@ -1,0 +1,152 @@
+"""WebShop-v0 speed and memory, measured side by side in one run.
+
+Prints: in-process step time (median, p90) and steps/s, the same over HTTP against a served
+shop on loopback, reset time, search latency (p50/p99) at 1k and 100k generated products,
+catalog generation, loading and index build time, and memory. The original WebShop spends
+about 15 ms per text step (webshop.md); the ratio to it is printed too.
+
+    python -m benchmarks.webshop_bench [--large N]   # --large 1200000 for the full-size check
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+import statistics
+import tempfile
+import threading
+import time
+
+import numpy as np
+import psutil
+
+ORIGINAL_STEP_MS = 15.0
+
+
+def rss_mb() -> float:
+    return psutil.Process().memory_info().rss / 2**20
+
+
+def percentiles(xs: list[float]) -> tuple[float, float, float]:
+    a = np.asarray(xs) * 1e3
+    return float(np.median(a)), float(np.percentile(a, 90)), float(np.percentile(a, 99))
+
+
+def expert_transcripts(shop, goals: range) -> list[list[str]]:
+    from envs.webshop.expert import expert_action
+
+    out = []
+    for g in goals:
+        state, actions = shop.initial_state(g), []
+        while (a := expert_action(shop, state)) is not None and len(actions) < 15:
+            actions.append(a)
+            state = shop.step(state, a).state
+        out.append(actions)
+    return out
+
+
+def time_env(env, transcripts, goals) -> tuple[list[float], list[float]]:
+    steps, resets = [], []
+    for g, actions in zip(goals, transcripts, strict=True):
+        t = time.perf_counter()
+        env.reset(options={"task": g})
+        resets.append(time.perf_counter() - t)
+        for a in actions:
+            t = time.perf_counter()
+            env.step(a)
+            steps.append(time.perf_counter() - t)
+    return steps, resets
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def bench_env(n_goals: int = 300) -> None:
+    import gymnasium as gym
+    from waitress.server import create_server
+
+    import envs  # noqa: F401
+    from servers.webshop.app import create_app
+
+    local = gym.make("WebShop-v0").unwrapped
+    shop = local._backend.shop
+    goals = range(n_goals)
+    transcripts = expert_transcripts(shop, goals)
+    time_env(local, transcripts, goals)  # warm the search cache as a long run would be
+    steps, resets = time_env(local, transcripts, goals)
+    med, p90, _ = percentiles(steps)
+    print(f"in-process step   median {med:.4f} ms  p90 {p90:.4f} ms  "
+          f"{1e3 / med:,.0f} steps/s  ({ORIGINAL_STEP_MS / med:,.0f}x faster than the "
+          f"original's ~{ORIGINAL_STEP_MS:.0f} ms)")
+    print(f"in-process reset  median {percentiles(resets)[0]:.4f} ms")
+
+    port = free_port()
+    server = create_server(create_app(shop), host="127.0.0.1", port=port, threads=4)
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    remote = gym.make("WebShop-v0", server_url=f"http://127.0.0.1:{port}").unwrapped
+    few = range(min(100, n_goals))
+    r_steps, r_resets = time_env(remote, transcripts[: len(few)], few)
+    rmed, rp90, _ = percentiles(r_steps)
+    print(f"HTTP step         median {rmed:.3f} ms  p90 {rp90:.3f} ms  "
+          f"{1e3 / rmed:,.0f} steps/s  (x{rmed / med:,.0f} the in-process step)")
+    print(f"HTTP reset        median {percentiles(r_resets)[0]:.3f} ms")
+    remote.close()
+    server.close()
+
+
+def bench_search(n_products: int, queries: int = 500) -> None:
+    from servers.webshop import generated_catalog_dir
+    from servers.webshop.catalog import load_catalog
+    from servers.webshop.goals import build_goals
+    from servers.webshop.search import SearchEngine
+
+    with tempfile.TemporaryDirectory() as cache:
+        os.environ["GAGPO_CACHE"] = cache
+        rss0 = rss_mb()
+        t = time.perf_counter()
+        folder = generated_catalog_dir(n_products)
+        t_gen = time.perf_counter() - t
+        t = time.perf_counter()
+        catalog = load_catalog(folder)
+        t_load = time.perf_counter() - t
+        t = time.perf_counter()
+        engine = SearchEngine(catalog, cache_size=0)
+        t_index = time.perf_counter() - t
+        t = time.perf_counter()
+        engine = SearchEngine(catalog, cache_size=0)
+        t_open = time.perf_counter() - t
+        goals = build_goals(catalog, "human")
+        texts = [g.instruction_text for g in goals[:queries]]
+        for q in texts[:20]:
+            engine.search(q)
+        lat = []
+        for q in texts:
+            t = time.perf_counter()
+            engine._search(q, 50)
+            lat.append(time.perf_counter() - t)
+        p50, _, p99 = percentiles(lat)
+        print(f"{n_products:>9,} products: generate {t_gen:6.1f} s, load {t_load:5.1f} s, "
+              f"index build {t_index:6.1f} s, index open (mmap) {t_open * 1e3:5.1f} ms, "
+              f"search p50 {p50:.2f} ms p99 {p99:.2f} ms, memory +{rss_mb() - rss0:,.0f} MB")
+        os.environ.pop("GAGPO_CACHE")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--large", type=int, default=0,
+                        help="also measure a generated catalog of this many products")
+    args = parser.parse_args()
+    print("== WebShop-v0 ==")
+    bench_env()
+    print(f"process memory after the env runs: {rss_mb():,.0f} MB")
+    for n in (1_000, 100_000) + ((args.large,) if args.large else ()):
+        bench_search(n)
+
+
+if __name__ == "__main__":
+    main()
