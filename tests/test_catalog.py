@@ -1,6 +1,7 @@
 """A small catalog in the original WebShop file format loads into the products and goals that
 webshop.md describes."""
 
+import dataclasses
 import json
 import random
 
@@ -71,6 +72,11 @@ HUMAN = {
 }
 
 
+@pytest.fixture(autouse=True)
+def _cache(tmp_path_factory, monkeypatch):
+    monkeypatch.setenv("GAGPO_CACHE", str(tmp_path_factory.mktemp("cache")))
+
+
 @pytest.fixture()
 def catalog_dir(tmp_path):
     (tmp_path / "items_shuffle_1000.json").write_text(json.dumps(RECORDS))
@@ -95,7 +101,8 @@ def test_products_follow_the_original_loader(catalog_dir):
     assert 10.0 <= coffee.price <= 20.0
     assert mug.price_tag == "$100.0" and mug.attributes == ("DUMMY_ATTR",)
     assert shoe.search_text.startswith("acme red running shoe a light shoe. breathable mesh")
-    assert cat.get("b000000001") is shoe and cat.get("B999999999") is None
+    assert shoe.search_text.endswith("8 9 black | white")
+    assert cat.get("b000000001") == shoe and cat.get("B999999999") is None
 
 
 def test_human_goals_order_price_and_quirks(catalog_dir):
@@ -118,9 +125,10 @@ def test_human_goals_order_price_and_quirks(catalog_dir):
     # 980 or more: no price limit and no price clause.
     sofa = by_asin["B000000004"]
     assert sofa.price_upper == NO_PRICE_LIMIT and sofa.instruction_text == "a luxury sofa"
-    # Seeded: the same goals in every build (the original's were not).
-    assert [g.instruction_text for g in build_goals(load_catalog(catalog_dir), "human")] == [
-        g.instruction_text for g in goals]
+    # Seeded: the same goals in every build (the original's were not); the second build
+    # reads the saved list.
+    again = build_goals(load_catalog(catalog_dir), "human")
+    assert [dataclasses.astuple(g) for g in again] == [dataclasses.astuple(g) for g in goals]
 
 
 def test_synthetic_goals_enumerate_option_combinations(catalog_dir):
@@ -131,6 +139,23 @@ def test_synthetic_goals_enumerate_option_combinations(catalog_dir):
                      "i want shoes with color: black | white, and size: 9"]
     assert all(isinstance(g.goal_options, dict) for g in goals)
     assert goals[0].weight == pytest.approx(0.5)  # mean of 1/count(attribute)
+
+
+def test_store_is_built_once_and_read_lazily(catalog_dir):
+    first = load_catalog(catalog_dir)
+    store = first.products.directory
+    stamp = (store / "products.bin").stat().st_mtime_ns
+    again = load_catalog(catalog_dir)
+    assert again.products.directory == store and again.fingerprint == first.fingerprint
+    assert (store / "products.bin").stat().st_mtime_ns == stamp
+    assert list(again.products) == list(first.products)
+    assert again.products[-1].asin == "B000000004" and again.products[1:3][0].asin == "B000000002"
+    with pytest.raises(IndexError):
+        again.products[4]
+    assert again.position("B000000003") == 2 and again.position("xyz") is None
+    assert again.get("") is None and again.get("b00000000\u00e9") is None
+    (catalog_dir / "items_human_ins.json").write_text("{}")  # new content, new store
+    assert load_catalog(catalog_dir).fingerprint != first.fingerprint
 
 
 def test_num_products_and_missing_files(catalog_dir, tmp_path_factory):

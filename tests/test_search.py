@@ -16,7 +16,7 @@ def _product(i: int, text: str) -> Product:
     return Product(
         asin=f"B{i:09d}", title=text, description="", bullet_points=(), pricing=(1.0,),
         price_tag="$1.0", price=1.0, options={}, attributes=("DUMMY_ATTR",), category="x",
-        query="q", product_category="", search_text=text.lower(),
+        query="q", product_category="",
     )
 
 

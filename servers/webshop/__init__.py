@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import threading
 from pathlib import Path
-
 from typing import TYPE_CHECKING
 
 from servers.webshop.cache import build_once, cache_dir
@@ -24,7 +23,7 @@ DEFAULT_SEED = 0
 GENERATOR_VERSION = 1
 
 _lock = threading.Lock()
-_shops: dict[tuple, "Shop"] = {}
+_shops: dict[tuple, Shop] = {}
 
 
 def generated_catalog_dir(n_products: int = DEFAULT_PRODUCTS, seed: int = DEFAULT_SEED) -> Path:

@@ -18,10 +18,10 @@ items_ins_v2 or ``['DUMMY_ATTR']``.
 from __future__ import annotations
 
 import hashlib
-import json
 import random
 import re
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -39,7 +39,7 @@ class Product:
     pricing: tuple[float, ...]
     """One price, or the low and high end of a price range."""
     price_tag: str
-    """The price as pages show it: ``$12.99`` or ``$10.0 to $20.0`` (float repr, as the original)."""
+    """As pages show it: ``$12.99`` or ``$10.0 to $20.0`` (float repr, as the original)."""
     price: float
     """The price the reward compares with the goal's limit (seeded draw inside a range)."""
     options: dict[str, tuple[str, ...]]
@@ -52,8 +52,14 @@ class Product:
     """The product's entries of items_human_ins.json, in file order."""
     synthetic_instruction: str | None = None
     synthetic_attributes: tuple[str, ...] = ()
-    search_text: str = field(default="", repr=False)
-    """What the search index sees: lower(Title + Description + first bullet + option texts)."""
+
+    @property
+    def search_text(self) -> str:
+        """What the search index sees: lower(Title + Description + first bullet + options)."""
+        parts = [self.title, self.description, self.bullet_points[0] if self.bullet_points else ""]
+        for values in self.options.values():
+            parts.extend(values)
+        return " ".join(p for p in parts if p).lower()
 
 
 def parse_pricing(pricing: Any) -> tuple[tuple[float, ...], str]:
@@ -107,13 +113,6 @@ def _as_list(value: Any) -> list[str]:
     return [str(value)]
 
 
-def search_text(title: str, description: str, bullets: tuple[str, ...], options: dict) -> str:
-    parts = [title, description, bullets[0] if bullets else ""]
-    for values in options.values():
-        parts.extend(values)
-    return " ".join(p for p in parts if p).lower()
-
-
 def product_from_record(
     record: dict[str, Any],
     ins_v2: dict[str, Any] | None = None,
@@ -146,29 +145,33 @@ def product_from_record(
         human_instructions=tuple((human_ins or {}).get(asin) or ()),
         synthetic_instruction=attr_entry.get("instruction"),
         synthetic_attributes=tuple(attr_entry.get("instruction_attributes") or ()),
-        search_text=search_text(title, description, bullets, options),
     )
 
 
 @dataclass
 class Catalog:
-    """Products in load order, with an ASIN index and a content fingerprint."""
+    """Products in load order, with ASIN lookup and a content fingerprint."""
 
-    products: list[Product]
+    products: Sequence[Product]
     fingerprint: str
-    """Hash of the source files' bytes: keys the search index cache."""
+    """Hash of the source files' bytes: keys the store and search index caches."""
     source: str = "embedded"
 
     def __post_init__(self) -> None:
-        self.by_asin: dict[str, int] = {p.asin: i for i, p in enumerate(self.products)}
+        if not hasattr(self.products, "position"):
+            self._by_asin = {p.asin: i for i, p in enumerate(self.products)}
 
     def __len__(self) -> int:
         return len(self.products)
 
+    def position(self, asin: str) -> int | None:
+        if hasattr(self.products, "position"):
+            return self.products.position(asin)
+        i = self._by_asin.get(asin)
+        return self._by_asin.get(asin.upper()) if i is None else i
+
     def get(self, asin: str) -> Product | None:
-        i = self.by_asin.get(asin.upper()) if asin else None
-        if i is None:
-            i = self.by_asin.get(asin)
+        i = self.position(asin) if isinstance(asin, str) and asin else None
         return None if i is None else self.products[i]
 
 
@@ -190,44 +193,35 @@ def find_catalog_files(directory: str | Path) -> dict[str, Path]:
     return found
 
 
-def _digest(paths: list[Path]) -> str:
-    h = hashlib.sha256()
+def fingerprint_files(paths: list[Path]) -> str:
+    h = hashlib.blake2b(digest_size=12)
     for path in paths:
+        h.update(path.name.encode())
         with open(path, "rb") as f:
-            for block in iter(lambda: f.read(1 << 20), b""):
-                h.update(block)
-    return h.hexdigest()[:16]
+            h.update(hashlib.file_digest(f, "blake2b").digest())
+    return h.hexdigest()
 
 
-def load_catalog(directory: str | Path, num_products: int | None = None) -> Catalog:
-    """Load a catalog folder in the original WebShop format.
+def load_catalog(
+    directory: str | Path,
+    num_products: int | None = None,
+    progress: Callable[[int], None] | None = None,
+) -> Catalog:
+    """Open a catalog folder in the original WebShop format.
 
-    Records whose asin is ``'nan'``, longer than 10 characters or a duplicate are skipped,
-    as in the original. ``num_products`` keeps only the first records (the original's
+    The files are converted once into a compact store (see :mod:`servers.webshop.store`),
+    cached under the hash of their content, and memory-mapped from then on. Records whose
+    asin is ``'nan'``, longer than 10 characters or a duplicate are skipped, as in the
+    original; ``num_products`` keeps only the first records (the original's
     ``DEBUG_PROD_SIZE``).
     """
+    from servers.webshop.cache import build_once, cache_dir
+    from servers.webshop.store import STORE_VERSION, ProductStore, build_store
+
     files = find_catalog_files(directory)
-    with open(files["items_shuffle"], encoding="utf-8") as f:
-        records = json.load(f)
-    ins_v2: dict[str, Any] = {}
-    human: dict[str, Any] = {}
-    if "items_ins_v2" in files:
-        with open(files["items_ins_v2"], encoding="utf-8") as f:
-            ins_v2 = json.load(f)
-    if "items_human_ins" in files:
-        with open(files["items_human_ins"], encoding="utf-8") as f:
-            human = json.load(f)
-    if num_products is not None:
-        records = records[:num_products]
-    seen: set[str] = set()
-    products: list[Product] = []
-    for record in records:
-        asin = str(record.get("asin", "nan"))
-        if asin == "nan" or len(asin) > 10 or asin in seen:
-            continue
-        seen.add(asin)
-        products.append(product_from_record(record, ins_v2, human))
-    fingerprint = _digest(sorted(files.values()))
+    fingerprint = fingerprint_files(sorted(files.values()))
     if num_products is not None:
         fingerprint += f"-{num_products}"
-    return Catalog(products=products, fingerprint=fingerprint, source=str(directory))
+    target = cache_dir() / "store" / f"v{STORE_VERSION}-{fingerprint}"
+    build_once(target, lambda out: build_store(files, out, num_products, progress))
+    return Catalog(products=ProductStore(target), fingerprint=fingerprint, source=str(directory))

@@ -12,10 +12,14 @@ goal's product and position, so every run and every process sees the same goals.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
+import json
+import os
 import random
 from collections import defaultdict
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Literal
 
 from servers.webshop.catalog import Catalog, Product
@@ -24,6 +28,7 @@ GoalKind = Literal["human", "synthetic"]
 PRICE_STEPS = tuple(10.0 * i for i in range(1, 100))
 NO_PRICE_LIMIT = 1_000_000.0
 SHUFFLE_SEED = 233
+GOALS_VERSION = 1
 SPLITS = {"test": (0, 500), "eval": (500, 1500), "train": (1500, None)}
 
 
@@ -114,7 +119,31 @@ def synthetic_goals(catalog: Catalog) -> list[Goal]:
 
 
 def build_goals(catalog: Catalog, kind: GoalKind = "human") -> list[Goal]:
-    """All goals of one kind in the original's order (built, then shuffled with seed 233)."""
+    """All goals of one kind in the original's order (built, then shuffled with seed 233).
+
+    For a catalog opened from a store, the list is saved beside the store once, so that a
+    large catalog's products are scanned only the first time.
+    """
+    store_dir = getattr(catalog.products, "directory", None)
+    if store_dir is None:
+        return _build_goals(catalog, kind)
+    path = Path(store_dir) / f"goals-{kind}-v{GOALS_VERSION}.json"
+    if path.exists():
+        return [_goal_from_json(g) for g in json.loads(path.read_text(encoding="utf-8"))]
+    goals = _build_goals(catalog, kind)
+    tmp = path.with_suffix(f".{os.getpid()}.tmp")
+    tmp.write_text(json.dumps([dataclasses.asdict(g) for g in goals]), encoding="utf-8")
+    os.replace(tmp, path)
+    return goals
+
+
+def _goal_from_json(d: dict) -> Goal:
+    options = d["goal_options"]
+    return Goal(**{**d, "attributes": tuple(d["attributes"]),
+                   "goal_options": options if isinstance(options, dict) else tuple(options)})
+
+
+def _build_goals(catalog: Catalog, kind: GoalKind) -> list[Goal]:
     if kind == "human":
         goals = human_goals(catalog)
     elif kind == "synthetic":

@@ -131,9 +131,8 @@ class Shop:
         if not query.strip():
             return self._invalid(state, "Empty search: write search[some words].")
         if len(query) > MAX_QUERY_CHARS:
-            return self._invalid(
-                state, f"Search query too long ({len(query)} characters; at most {MAX_QUERY_CHARS})."
-            )
+            return self._invalid(state, f"Search query too long ({len(query)} characters;"
+                                        f" at most {MAX_QUERY_CHARS}).")
         keywords = tuple(query.lower().split(" "))
         new = State(goal=state.goal, page="results", keywords=keywords, visited=state.visited)
         return StepResult(new, 0.0, False, True)

@@ -1,0 +1,142 @@
+"""A catalog on disk: products converted once from the original files, read on demand.
+
+The original's 1.18M-product files hold about 1.6 GB of JSON; loading them as Python objects
+takes about 15 GB. Instead, the files are streamed once (ijson) into a compact store keyed by
+their content: one JSON record per product in ``products.bin``, their byte offsets in
+``offsets.npy`` and the ASINs sorted for lookup in ``asins.npy``. Serving memory-maps these and
+decodes a product only when a page or the reward needs it, so memory stays flat whatever the
+catalog size.
+"""
+
+from __future__ import annotations
+
+import json
+import mmap
+from collections.abc import Callable, Iterator, Sequence
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import ijson
+import numpy as np
+
+from servers.webshop.catalog import Product, product_from_record
+
+STORE_VERSION = 1
+ASIN_LEN = 10
+
+
+def _encode(p: Product) -> bytes:
+    return json.dumps(
+        [p.asin, p.title, p.description, p.bullet_points, p.pricing, p.price_tag, p.price,
+         list(p.options.items()), p.attributes, p.category, p.query, p.product_category,
+         p.image, p.human_instructions, p.synthetic_instruction, p.synthetic_attributes],
+        ensure_ascii=False, separators=(",", ":"),
+    ).encode("utf-8")
+
+
+def _decode(raw: bytes) -> Product:
+    (asin, title, desc, bullets, pricing, tag, price, options, attrs, category, query,
+     product_category, image, human, syn_ins, syn_attrs) = json.loads(raw)
+    return Product(
+        asin=asin, title=title, description=desc, bullet_points=tuple(bullets),
+        pricing=tuple(pricing), price_tag=tag, price=price,
+        options={k: tuple(v) for k, v in options}, attributes=tuple(attrs), category=category,
+        query=query, product_category=product_category, image=image,
+        human_instructions=tuple(human), synthetic_instruction=syn_ins,
+        synthetic_attributes=tuple(syn_attrs),
+    )
+
+
+def build_store(
+    files: dict[str, Path],
+    out: Path,
+    num_products: int | None = None,
+    progress: Callable[[int], None] | None = None,
+) -> None:
+    """Stream the original files into a store in ``out``.
+
+    Records are kept as the original loader keeps them: asin ``'nan'``, longer than 10
+    characters or already seen are skipped; ``num_products`` keeps only the first records.
+    """
+    ins_v2: dict[str, Any] = {}
+    human: dict[str, Any] = {}
+    if "items_ins_v2" in files:
+        with open(files["items_ins_v2"], "rb") as f:
+            ins_v2 = {k: v for k, v in ijson.kvitems(f, "", use_float=True)}
+    if "items_human_ins" in files:
+        with open(files["items_human_ins"], "rb") as f:
+            human = {k: v for k, v in ijson.kvitems(f, "", use_float=True)}
+    offsets = [0]
+    asins: list[str] = []
+    seen: set[str] = set()
+    with open(files["items_shuffle"], "rb") as src, open(out / "products.bin", "wb") as dst:
+        for n, record in enumerate(ijson.items(src, "item", use_float=True)):
+            if num_products is not None and n >= num_products:
+                break
+            asin = str(record.get("asin", "nan"))
+            if asin == "nan" or len(asin) > ASIN_LEN or asin in seen:
+                continue
+            seen.add(asin)
+            raw = _encode(product_from_record(record, ins_v2, human))
+            dst.write(raw)
+            offsets.append(offsets[-1] + len(raw))
+            asins.append(asin)
+            if progress is not None and len(asins) % 10_000 == 0:
+                progress(len(asins))
+    np.save(out / "offsets.npy", np.asarray(offsets, dtype=np.int64))
+    keys = np.asarray(asins, dtype=f"S{ASIN_LEN}")
+    order = np.argsort(keys, kind="stable")
+    np.save(out / "asins.npy", keys[order])
+    np.save(out / "asin_order.npy", order.astype(np.int64))
+    (out / "store.json").write_text(json.dumps({"version": STORE_VERSION, "n": len(asins)}))
+
+
+class ProductStore(Sequence[Product]):
+    """The products of a store, in load order, decoded on access (recent ones cached)."""
+
+    def __init__(self, directory: Path, cache_size: int = 16_384) -> None:
+        self.directory = Path(directory)
+        self._offsets = np.load(self.directory / "offsets.npy", mmap_mode="r")
+        self._asins = np.load(self.directory / "asins.npy", mmap_mode="r")
+        self._order = np.load(self.directory / "asin_order.npy", mmap_mode="r")
+        path = self.directory / "products.bin"
+        self._file = open(path, "rb")  # noqa: SIM115  (kept open for the mmap's lifetime)
+        size = path.stat().st_size
+        self._data = mmap.mmap(self._file.fileno(), 0, access=mmap.ACCESS_READ) if size else b""
+        self._get = lru_cache(maxsize=cache_size)(self._load)
+
+    def __len__(self) -> int:
+        return len(self._offsets) - 1
+
+    def _load(self, i: int) -> Product:
+        return _decode(self._data[int(self._offsets[i]):int(self._offsets[i + 1])])
+
+    def __getitem__(self, i):  # type: ignore[override]
+        if isinstance(i, slice):
+            return [self._get(j) for j in range(*i.indices(len(self)))]
+        n = len(self)
+        if i < 0:
+            i += n
+        if not 0 <= i < n:
+            raise IndexError(f"product index {i} out of range")
+        return self._get(i)
+
+    def __iter__(self) -> Iterator[Product]:
+        # A full scan decodes without filling the cache.
+        for i in range(len(self)):
+            yield self._load(i)
+
+    def position(self, asin: str) -> int | None:
+        """Catalog position of ``asin`` (exact, or upper-cased), or None."""
+        for key in {asin, asin.upper()}:
+            try:
+                k = key.encode("ascii")
+            except UnicodeEncodeError:
+                continue
+            if not k or len(k) > ASIN_LEN:
+                continue
+            j = int(np.searchsorted(self._asins, k))
+            if j < len(self._asins) and self._asins[j] == k:
+                return int(self._order[j])
+        return None
