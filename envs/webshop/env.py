@@ -12,8 +12,7 @@ from typing import Any
 from envs.base import TextEnv
 from servers.webshop.goals import GoalKind, split_range
 from servers.webshop.observe import OBSERVATION_MODES, ObservationMode, describe
-
-MAX_STEPS = 15
+from servers.webshop.shop import MAX_STEPS  # noqa: F401  (re-exported)
 
 
 class _LocalBackend:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import re
+import threading
 from collections import OrderedDict
 from collections.abc import Sequence
 from functools import lru_cache
@@ -89,19 +90,22 @@ class SearchEngine:
         self.vocab: dict[str, int] = self.retriever.vocab_dict
         self._cache: OrderedDict[str, tuple[int, ...]] = OrderedDict()
         self._cache_size = cache_size
+        self._lock = threading.Lock()  # served shops search from several threads
 
     def search(self, query: str | Sequence[str], k: int = TOP_K) -> tuple[int, ...]:
         """Catalog positions of the best ``k`` products for ``query`` (words or a string)."""
         text = query if isinstance(query, str) else " ".join(query)
         key = f"{k}\x00{text}"
-        hit = self._cache.get(key)
-        if hit is not None:
-            self._cache.move_to_end(key)
-            return hit
+        with self._lock:
+            hit = self._cache.get(key)
+            if hit is not None:
+                self._cache.move_to_end(key)
+                return hit
         result = self._search(text, k)
-        self._cache[key] = result
-        if len(self._cache) > self._cache_size:
-            self._cache.popitem(last=False)
+        with self._lock:
+            self._cache[key] = result
+            if len(self._cache) > self._cache_size:
+                self._cache.popitem(last=False)
         return result
 
     def _search(self, text: str, k: int) -> tuple[int, ...]:

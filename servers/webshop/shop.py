@@ -21,6 +21,7 @@ group is listed once.
 from __future__ import annotations
 
 import re
+import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field, replace
 
@@ -40,6 +41,8 @@ from servers.webshop.reward import RewardParts, compute_reward
 from servers.webshop.search import TOP_K, SearchEngine
 
 MAX_QUERY_CHARS = 1000
+MAX_STEPS = 15
+"""Episode length of WebShop-v0 (the papers' setting)."""
 _ACTION = re.compile(r"^\s*(search|click)\[(.*)\]\s*$", re.DOTALL)
 
 
@@ -95,6 +98,7 @@ class Shop:
     search_engine: SearchEngine
     page_cache_size: int = 8192
     _pages: OrderedDict = field(default_factory=OrderedDict, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     # -- sessions ---------------------------------------------------------------------------
     def initial_state(self, goal: int) -> State:
@@ -128,6 +132,8 @@ class Shop:
         return StepResult(state, 0.0, False, False, feedback)
 
     def _search(self, state: State, query: str) -> StepResult:
+        if not _encodable(query):
+            return self._invalid(state, "Search query is not valid text (lone surrogates).")
         if not query.strip():
             return self._invalid(state, "Empty search: write search[some words].")
         if len(query) > MAX_QUERY_CHARS:
@@ -177,19 +183,21 @@ class Shop:
     # -- pages ------------------------------------------------------------------------------
     def page(self, state: State) -> Page:
         """The page model of ``state`` (memoised: pages are pure functions of the state)."""
-        page = self._pages.get(state)
-        if page is not None:
-            self._pages.move_to_end(state)
-            return page
+        with self._lock:
+            page = self._pages.get(state)
+            if page is not None:
+                self._pages.move_to_end(state)
+                return page
         page = self._build_page(state)
-        self._pages[state] = page
-        if len(self._pages) > self.page_cache_size:
-            self._pages.popitem(last=False)
+        with self._lock:
+            self._pages[state] = page
+            if len(self._pages) > self.page_cache_size:
+                self._pages.popitem(last=False)
         return page
 
     def _build_page(self, state: State) -> Page:
         instruction = self.goal_of(state).instruction_text
-        header = (Node("Instruction:"), Node(instruction))
+        header = (Node("Instruction:"), *_texts(instruction))
         if state.page == "search":
             return Page(
                 "search",
@@ -214,7 +222,7 @@ class Shop:
                 nodes.append(Node(p.asin, "product", p.asin in state.visited))
                 nodes.extend(_texts(p.title, p.price_tag))
                 clickables.append(p.asin.lower())
-            return Page("results", tuple(nodes), tuple(clickables), has_search_bar=True)
+            return Page("results", tuple(nodes), tuple(clickables))
         product = self.catalog.get(state.asin)
         assert product is not None
         if state.page == "done":
@@ -226,25 +234,27 @@ class Shop:
                 base.extend(_texts(product.description))
             elif state.sub_page == "Features":
                 base.extend(_texts(*product.bullet_points))
-            return Page("item_sub", tuple(base), tuple(clickables), has_search_bar=True)
+            return Page("item_sub", tuple(base), tuple(clickables))
         chosen = dict(state.options)
+        values_offered = []
         for group, values in product.options.items():
             base.extend(_texts(group))
             for value in unique(values):
                 if value.strip():
                     base.append(Node(value.strip(), "option", chosen.get(group) == value))
-                clickables.append(value)
+                values_offered.append(value)
         base.extend(_texts(product.title, f"Price: {product.price_tag}", "Rating: N.A."))
         base.extend(Node(s, "button") for s in SUB_PAGES)
         base.append(Node(BUY_NOW, "button"))
+        # The original lists buttons first, then option values.
         clickables.extend(s.lower() for s in SUB_PAGES)
         clickables.append(BUY_NOW.lower())
-        return Page("item", tuple(base), tuple(unique(clickables)), has_search_bar=True)
+        return Page("item", tuple(base), tuple(unique(clickables + values_offered)))
 
     def _done_page(self, state: State, product: Product) -> Page:
         goal = self.goal_of(state)
         nodes = [
-            Node("Thank you for shopping with us!"),
+            Node("Thank you for your purchase!"),
             Node("Your purchase"),
             *_texts(product.asin, product.title, product.price_tag),
             *_texts(*(f"{g}: {v}" for g, v in state.options)),
@@ -264,6 +274,14 @@ def choose_option(product: Product, chosen: dict[str, str], value: str) -> tuple
     if target is not None:
         chosen = {**chosen, target: value}
     return tuple(sorted(chosen.items()))
+
+
+def _encodable(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def unique(items) -> list:

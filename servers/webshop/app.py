@@ -1,0 +1,412 @@
+"""The served shop: HTML pages for people and browsers, and a JSON API for programs.
+
+Both keep no per-session memory on the server, so any number of worker processes or hosts can
+serve one shop (gunicorn -w N, several hosts behind a load balancer) and nothing needs freeing:
+
+* HTML pages take their whole state from the URL, in the original WebShop's URL shapes.
+  ``/fixed_<i>`` is goal i; any other session id maps to goal ``crc32(id) % n_goals``.
+  Visited products are not tracked on these pages (no server memory).
+* The JSON API (``/api/v1``) carries each session's state in a signed token
+  (:mod:`servers.webshop.tokens`) that every response renews and every request sends back;
+  observations come from :func:`servers.webshop.observe.describe`, the same function the
+  in-process environment uses, so transcripts are identical.
+
+API (request and response bodies are JSON; ``...`` is ``describe()``'s
+``{observation, reward, done, info}``):
+
+* ``GET /api/v1/info`` -> ``{products, goals, goal_kind, splits, observation_modes, max_steps}``
+* ``POST /api/v1/sessions`` ``{goal: int|null, observation_mode}`` -> 201 ``{session, ...}``
+  (null: a uniformly drawn goal)
+* ``POST /api/v1/sessions/step`` ``{session, action, observation_mode}`` -> ``{session, ...}``
+* ``POST /api/v1/sessions/observe`` ``{session, observation_mode}`` -> ``{session, ...}``
+* ``POST /api/v1/sessions/close`` ``{session}`` -> ``{closed: true}``: sessions live in their
+  tokens, so there is nothing to free; it exists so clients can be written as for a stateful
+  server.
+
+Errors are ``{"error": message}``: 400 malformed body or fields, 404 unknown goal or bad
+token, 405 wrong method, 413 body over 256 kB. Invalid actions are not errors: 200 with
+``info.action_valid == false``, exactly as in-process.
+
+The token secret comes from ``secret=``, else ``$GAGPO_WEBSHOP_SECRET``, else a default derived
+from the catalog, which every worker computes alike. That default is public (anyone with the
+catalog can derive it): it guards against accidents, not attackers, so set a real secret for
+a shop reachable by others.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import os
+import random
+import re
+import secrets
+import zlib
+from typing import Any
+
+from flask import Flask, Response, jsonify, redirect, request
+from werkzeug.exceptions import HTTPException, abort
+
+from servers.webshop.catalog import Product
+from servers.webshop.goals import split_range
+from servers.webshop.html import render_error, render_html, results_url, search_url
+from servers.webshop.observe import OBSERVATION_MODES, describe
+from servers.webshop.pages import SUB_PAGES
+from servers.webshop.reward import compute_reward
+from servers.webshop.shop import MAX_QUERY_CHARS, MAX_STEPS, Shop, State
+from servers.webshop.tokens import BadToken, decode_state, encode_state
+
+API = "/api/v1"
+MAX_CONTENT_LENGTH = 256 * 1024
+"""Episode length the environments use (WebShop-v0); the server itself does not cut episodes."""
+SECRET_ENV = "GAGPO_WEBSHOP_SECRET"
+
+_SESSION_ID = re.compile(r"[A-Za-z0-9_-]{1,100}")
+_FIXED_ID = re.compile(r"fixed_(\d{1,9})")
+_PAGE_NUM = re.compile(r"\d{1,7}")
+# URL literals longer than this cannot hold a legal query (each character of a query is at
+# most a few characters of literal), so they are refused before literal_eval sees them.
+_MAX_LITERAL_CHARS = 8 * MAX_QUERY_CHARS
+_CSP = "default-src 'self'; img-src * data:; script-src 'self'; style-src 'self'"
+
+
+def create_app(
+    shop: Shop | None = None, *, secret: str | None = None, **open_shop_kwargs: Any
+) -> Flask:
+    """The shop's Flask app.
+
+    Args:
+        shop: the shop to serve; ``open_shop(**open_shop_kwargs)`` when None.
+        secret: signs API session tokens; see the module docstring for the default.
+    """
+    if shop is None:
+        from servers.webshop import open_shop
+
+        shop = open_shop(**open_shop_kwargs)
+    elif open_shop_kwargs:
+        raise TypeError("pass either a shop or open_shop arguments, not both")
+    secret = secret or os.environ.get(SECRET_ENV) or default_secret(shop)
+
+    app = Flask(__name__, static_folder="static", template_folder=None)
+    app.config["MAX_CONTENT_LENGTH"] = MAX_CONTENT_LENGTH
+    app.extensions["gagpo_webshop"] = shop
+    views = _Views(shop, secret)
+    views.register(app)
+    _register_error_handlers(app)
+    return app
+
+
+def default_secret(shop: Shop) -> str:
+    """A token secret every process serving this catalog and goal list derives alike."""
+    first = shop.goals[0].instruction_text if shop.goals else ""
+    seed = f"gagpo-webshop:{shop.catalog.fingerprint}:{len(shop.goals)}:{first}"
+    return hashlib.sha256(seed.encode()).hexdigest()
+
+
+def goal_kind(shop: Shop) -> str:
+    """``synthetic`` goals carry their options as a dict, ``human`` goals as a list."""
+    return "synthetic" if shop.goals and isinstance(shop.goals[0].goal_options, dict) else "human"
+
+
+class _Views:
+    """The routes, bound to one shop (no module-level state)."""
+
+    def __init__(self, shop: Shop, secret: str) -> None:
+        self.shop = shop
+        self.secret = secret
+        self.rng = random.SystemRandom()
+
+    def register(self, app: Flask) -> None:
+        both = ["GET", "POST"]
+        add = app.add_url_rule
+        add("/", "root", self.root, methods=both)
+        add("/<session_id>", "index", self.index, methods=both)
+        add("/search_results/<session_id>/<keywords>/<page>", "search_results",
+            self.search_results, methods=both)
+        add("/item_page/<session_id>/<asin>/<keywords>/<page>/<options>", "item_page",
+            self.item_page, methods=both)
+        add("/item_sub_page/<session_id>/<asin>/<keywords>/<page>/<sub_page>/<options>",
+            "item_sub_page", self.item_sub_page, methods=both)
+        add("/done/<session_id>/<asin>/<options>", "done", self.done, methods=both)
+        add(f"{API}/info", "api_info", self.api_info, methods=["GET"])
+        add(f"{API}/sessions", "api_open", self.api_open, methods=["POST"])
+        add(f"{API}/sessions/step", "api_step", self.api_step, methods=["POST"])
+        add(f"{API}/sessions/observe", "api_observe", self.api_observe, methods=["POST"])
+        add(f"{API}/sessions/close", "api_close", self.api_close, methods=["POST"])
+
+    # -- HTML pages -------------------------------------------------------------------------
+    def root(self) -> Response:
+        """A fresh session id, as the original: its goal is fixed by the id."""
+        return redirect(search_url(request.script_root, f"s{secrets.token_hex(5)}"))
+
+    def index(self, session_id: str) -> Response | str:
+        goal = self._goal(session_id)
+        query = request.values.get("search_query")
+        if query is not None:
+            if len(query) > MAX_QUERY_CHARS:
+                abort(413, f"Search query too long (at most {MAX_QUERY_CHARS} characters).")
+            if not query.strip():
+                abort(400, "Type some words to search for.")
+            keywords = query.lower().split(" ")
+            return redirect(results_url(request.script_root, session_id, keywords, 1), 303)
+        return self._page(State(goal=goal), session_id)
+
+    def search_results(self, session_id: str, keywords: str, page: str) -> str:
+        goal = self._goal(session_id)
+        state = State(goal=goal, page="results", keywords=_keywords(keywords),
+                      page_num=_page_num(page))
+        return self._page(state, session_id)
+
+    def item_page(self, session_id: str, asin: str, keywords: str, page: str,
+                  options: str) -> str:
+        goal = self._goal(session_id)
+        product = self._product(asin)
+        state = State(goal=goal, page="item", keywords=_keywords(keywords),
+                      page_num=_page_num(page), asin=product.asin,
+                      options=_options(options, product))
+        return self._page(state, session_id)
+
+    def item_sub_page(self, session_id: str, asin: str, keywords: str, page: str,
+                      sub_page: str, options: str) -> str:
+        goal = self._goal(session_id)
+        product = self._product(asin)
+        if sub_page not in SUB_PAGES:
+            abort(404, f"No such product page: choose one of {', '.join(SUB_PAGES)}.")
+        state = State(goal=goal, page="item_sub", keywords=_keywords(keywords),
+                      page_num=_page_num(page), asin=product.asin,
+                      options=_options(options, product), sub_page=sub_page)
+        return self._page(state, session_id)
+
+    def done(self, session_id: str, asin: str, options: str) -> str:
+        goal = self._goal(session_id)
+        product = self._product(asin)
+        chosen = _options(options, product)
+        parts = compute_reward(product, self.shop.goals[goal], dict(chosen))
+        state = State(goal=goal, page="done", asin=product.asin, options=chosen,
+                      reward=parts.reward)
+        return render_html(self.shop, state, session_id, root=request.script_root,
+                           reward_parts=parts)
+
+    def _page(self, state: State, session_id: str) -> str:
+        return render_html(self.shop, state, session_id, root=request.script_root)
+
+    def _goal(self, session_id: str) -> int:
+        """``fixed_<i>`` -> goal i; any other id -> a goal fixed by a hash of the id (stable
+        across processes, unlike Python's ``hash``)."""
+        if not _SESSION_ID.fullmatch(session_id):
+            abort(404, "Unknown session id: use letters, digits, '_' and '-' only.")
+        n = len(self.shop.goals)
+        if session_id.startswith("fixed_"):
+            m = _FIXED_ID.fullmatch(session_id)
+            if m is None or int(m.group(1)) >= n:
+                abort(404, f"No such goal: fixed_<i> needs 0 <= i < {n}.")
+            return int(m.group(1))
+        return zlib.crc32(session_id.encode()) % n
+
+    def _product(self, asin: str) -> Product:
+        product = self.shop.catalog.get(asin) if len(asin) <= 32 else None
+        if product is None:
+            abort(404, "No product with that ASIN.")
+        return product
+
+    # -- JSON API ---------------------------------------------------------------------------
+    def api_info(self) -> Response:
+        n = len(self.shop.goals)
+        splits = {}
+        for name in ("test", "eval", "train"):
+            r = split_range(name, n)
+            splits[name] = [r.start, r.stop]
+        return jsonify(
+            products=len(self.shop.catalog),
+            goals=n,
+            goal_kind=goal_kind(self.shop),
+            splits=splits,
+            observation_modes=list(OBSERVATION_MODES),
+            max_steps=MAX_STEPS,
+        )
+
+    def api_open(self) -> tuple[Response, int]:
+        body = _json_body()
+        goal = body.get("goal")
+        n = len(self.shop.goals)
+        if goal is None:
+            goal = self.rng.randrange(n)  # uniform (the original never drew goal 0)
+        elif not _is_int(goal):
+            abort(400, "'goal' must be an integer or null")
+        elif not 0 <= goal < n:
+            abort(404, f"unknown goal {goal}: goals are 0..{n - 1}")
+        mode = _mode(body)
+        state = self.shop.initial_state(goal)
+        return self._reply(state, mode), 201
+
+    def api_step(self) -> Response:
+        body = _json_body()
+        state = self._state(body)
+        action = body.get("action")
+        if not isinstance(action, str):
+            abort(400, "'action' must be a string such as 'search[red shoes]' or 'click[...]'")
+        if not _is_unicode(action):
+            abort(400, "'action' is not valid Unicode text (it holds a lone surrogate)")
+        mode = _mode(body)
+        result = self.shop.step(state, action)
+        return self._reply(result.state, mode, result)
+
+    def api_observe(self) -> Response:
+        body = _json_body()
+        state = self._state(body)
+        return self._reply(state, _mode(body))
+
+    def api_close(self) -> Response:
+        body = _json_body()
+        self._state(body)  # a bad token is still an error, for symmetry with the others
+        # Sessions live in their tokens, not on the server: there is nothing to free.
+        return jsonify(closed=True)
+
+    def _reply(self, state: State, mode: str, result=None) -> Response:
+        out = describe(self.shop, state, mode, result)
+        return jsonify(session=encode_state(state, self.secret), **out)
+
+    def _state(self, body: dict) -> State:
+        token = body.get("session")
+        if not isinstance(token, str):
+            abort(400, "'session' must be the token string a previous response returned")
+        try:
+            state = decode_state(token, self.secret)
+        except BadToken as e:
+            abort(404, f"bad session token: {e}")
+        if not self._consistent(state):
+            abort(404, "bad session token: it does not belong to this shop")
+        return state
+
+    def _consistent(self, state: State) -> bool:
+        """A signed state can still come from another catalog that shares the secret."""
+        if state.goal >= len(self.shop.goals) or state.page_num < 1:
+            return False
+        if state.page == "results":
+            return bool(state.keywords)
+        if state.page in ("item", "item_sub", "done"):
+            product = self.shop.catalog.get(state.asin)
+            if product is None or product.asin != state.asin:
+                return False
+            if any(g not in product.options or v not in product.options[g]
+                   for g, v in state.options):
+                return False
+        if state.page == "item_sub":
+            return state.sub_page in SUB_PAGES
+        if state.page == "done":
+            return state.reward is not None
+        return True
+
+
+# -- request parsing helpers ----------------------------------------------------------------
+
+
+def _json_body() -> dict:
+    try:
+        body = request.get_json(force=True, silent=True)  # 413 still raises
+    except RecursionError:  # absurdly deep nesting is malformed, not a crash
+        body = None
+    if not isinstance(body, dict):
+        abort(400, "the request body must be a JSON object")
+    return body
+
+
+def _mode(body: dict) -> str:
+    mode = body.get("observation_mode", "text")
+    if mode is None:
+        mode = "text"
+    if not isinstance(mode, str) or mode not in OBSERVATION_MODES:
+        abort(400, f"'observation_mode' must be one of {list(OBSERVATION_MODES)}")
+    return mode
+
+
+def _literal(text: str, what: str) -> Any:
+    if len(text) > _MAX_LITERAL_CHARS:
+        abort(413, f"The {what} in the URL is too long.")
+    try:
+        return ast.literal_eval(text)
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        abort(400, f"The {what} in the URL is not a valid literal.")
+
+
+def _keywords(text: str) -> tuple[str, ...]:
+    """``['red', 'dress']`` (the original's form) or a plain string of words."""
+    if text.startswith("["):
+        value = _literal(text, "keywords")
+        if not isinstance(value, (list, tuple)) or not all(isinstance(k, str) for k in value):
+            abort(400, "Keywords must be a list of strings.")
+        keywords = tuple(value)
+    else:
+        if len(text) > _MAX_LITERAL_CHARS:
+            abort(413, "The keywords in the URL are too long.")
+        keywords = tuple(text.lower().split(" "))
+    query = " ".join(keywords)
+    if not _is_unicode(query):  # '\ud800' escapes: not text, and not encodable in a page
+        abort(400, "Keywords must be valid Unicode text.")
+    if len(query) > MAX_QUERY_CHARS:
+        abort(413, f"Search query too long (at most {MAX_QUERY_CHARS} characters).")
+    if not query.strip():
+        abort(400, "Empty search.")
+    return keywords
+
+
+def _page_num(text: str) -> int:
+    if not _PAGE_NUM.fullmatch(text) or int(text) < 1:
+        abort(400, "The page number must be a positive integer.")
+    return int(text)
+
+
+def _options(text: str, product: Product) -> tuple[tuple[str, str], ...]:
+    """``{'color': 'red'}`` -> sorted (group, value) pairs, each offered by the product."""
+    value = _literal(text, "options")
+    if not isinstance(value, dict) or not all(
+        isinstance(g, str) and isinstance(v, str) for g, v in value.items()
+    ):
+        abort(400, "Options must be a dict of strings, like {'color': 'red'}.")
+    for group, choice in value.items():
+        if group not in product.options or choice not in product.options[group]:
+            abort(400, "That option is not offered for this product.")
+    return tuple(sorted(value.items()))
+
+
+def _is_unicode(text: str) -> bool:
+    """False for strings with lone surrogates (legal in JSON and Python literals, but not
+    text: they cannot be written out as UTF-8 in a page or a token)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _is_int(x: Any) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool)
+
+
+def _is_api() -> bool:
+    return request.path == API or request.path.startswith(API + "/")
+
+
+def _register_error_handlers(app: Flask) -> None:
+    @app.errorhandler(HTTPException)
+    def http_error(e: HTTPException):
+        message = e.description or e.name
+        if _is_api():
+            return jsonify(error=message), e.code
+        return render_error(e.code or 500, message, root=request.script_root), e.code
+
+    @app.errorhandler(Exception)
+    def crash(e: Exception):
+        # Never a traceback to the client; the log keeps it for the operator.
+        app.logger.exception("unhandled error on %s %s", request.method, request.path)
+        if _is_api():
+            return jsonify(error="internal server error"), 500
+        return render_error(500, "Something went wrong on our side.",
+                            root=request.script_root), 500
+
+    @app.after_request
+    def harden(response: Response) -> Response:
+        response.headers.setdefault("X-Content-Type-Options", "nosniff")
+        if response.mimetype == "text/html":
+            response.headers.setdefault("Content-Security-Policy", _CSP)
+        return response

@@ -1,0 +1,586 @@
+"""The JSON API (state in signed tokens) and the hardening of every route.
+
+Each bad-input test asserts a 4xx (or, for actions, a valid=False no-op), never a 500, and
+that the app still answers afterwards.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from urllib.parse import quote
+
+import pytest
+import requests
+
+from servers.webshop import open_shop
+from servers.webshop.app import MAX_CONTENT_LENGTH, create_app
+from servers.webshop.observe import describe
+from servers.webshop.tokens import BadToken, decode_state, encode_state
+
+try:
+    from conftest_shop import serve_in_thread
+except ImportError:  # tests/ imported as a package
+    from tests.conftest_shop import serve_in_thread
+
+SECRET = "test-secret"
+
+
+@pytest.fixture(scope="module")
+def shop():
+    return open_shop(num_products=200)
+
+
+@pytest.fixture(scope="module")
+def app(shop):
+    return create_app(shop, secret=SECRET)
+
+
+@pytest.fixture
+def client(app):
+    c = app.test_client()
+    yield c
+    # Whatever a test sent, the app must still answer.
+    assert c.get("/api/v1/info").status_code == 200
+
+
+def post(client, path: str, body) -> tuple[int, dict]:
+    r = client.post(f"/api/v1/{path}", json=body)
+    assert r.status_code != 500
+    return r.status_code, r.get_json()
+
+
+def open_session(client, goal=0, mode="text") -> dict:
+    code, out = post(client, "sessions", {"goal": goal, "observation_mode": mode})
+    assert code == 201, out
+    return out
+
+
+def step(client, token: str, action: str, mode: str = "text") -> dict:
+    code, out = post(client, "sessions/step",
+                     {"session": token, "action": action, "observation_mode": mode})
+    assert code == 200, out
+    return out
+
+
+def plain(x):
+    """What a value looks like after a JSON round trip."""
+    return json.loads(json.dumps(x))
+
+
+# ------------------------------------------------------------------------------- happy path
+
+
+def test_info(client, shop):
+    r = client.get("/api/v1/info")
+    assert r.status_code == 200
+    info = r.get_json()
+    n = len(shop.goals)
+    assert info["products"] == len(shop.catalog)
+    assert info["goals"] == n
+    assert info["goal_kind"] == "human"
+    assert info["splits"]["test"] == [0, min(500, n)]
+    assert info["splits"]["train"][1] == n
+    assert info["observation_modes"] == ["text", "text_rich", "html"]
+    assert info["max_steps"] == 15
+
+
+def test_open_step_observe_close_round_trip(client, shop):
+    out = open_session(client, goal=3)
+    assert out["observation"].startswith("WebShop [SEP] Instruction:")
+    assert out["info"]["goal_index"] == 3
+    assert out["info"]["instruction"] == shop.goals[3].instruction_text
+    assert out["reward"] == 0.0 and out["done"] is False
+    after = step(client, out["session"], "search[red shoes]")
+    assert after["info"]["action_valid"] is True and after["info"]["page"] == "results"
+    code, seen = post(client, "sessions/observe", {"session": after["session"]})
+    assert code == 200
+    assert seen["observation"] == after["observation"]
+    assert seen["info"]["state_key"] == after["info"]["state_key"]
+    code, rich = post(client, "sessions/observe",
+                      {"session": after["session"], "observation_mode": "text_rich"})
+    assert code == 200 and "[button] Back to Search [button_]" in rich["observation"]
+    code, closed = post(client, "sessions/close", {"session": after["session"]})
+    assert (code, closed) == (200, {"closed": True})
+
+
+def test_random_goal(client, shop):
+    goals = {open_session(client, goal=None)["info"]["goal_index"] for _ in range(20)}
+    assert all(0 <= g < len(shop.goals) for g in goals)
+    assert len(goals) > 1
+
+
+@pytest.mark.parametrize("mode", ["text", "text_rich", "html"])
+def test_episode_equals_in_process_transcript(client, shop, mode):
+    """search, click the goal product (or the first hit), choose an option, buy: the API's
+    responses equal describe() on Shop.step, field for field."""
+    for g in range(5):
+        goal = shop.goals[g]
+        state = shop.initial_state(g)
+        out = open_session(client, goal=g, mode=mode)
+        assert {k: v for k, v in out.items() if k != "session"} == plain(
+            describe(shop, state, mode))
+        actions = [f"search[{goal.instruction_text}]"]
+        token = out["session"]
+        for i in range(4):
+            if i < len(actions):
+                action = actions[i]
+            elif state.page == "results":
+                hits = [c for c in shop.page(state).clickables if shop.catalog.get(c)]
+                action = f"click[{goal.asin.lower() if goal.asin.lower() in hits else hits[0]}]"
+            elif state.page == "item" and not state.options and shop.catalog.get(
+                    state.asin).options:
+                group, values = next(iter(shop.catalog.get(state.asin).options.items()))
+                action = f"click[{values[0]}]"
+            else:
+                action = "click[buy now]"
+            result = shop.step(state, action)
+            state = result.state
+            out = step(client, token, action, mode)
+            token = out["session"]
+            assert {k: v for k, v in out.items() if k != "session"} == plain(
+                describe(shop, state, mode, result))
+            if result.done:
+                assert out["done"] is True and "reward_parts" in out["info"]
+                break
+
+
+def test_api_equals_the_gym_environment(client, shop):
+    """The in-process WebShop-v0 environment and the API give the same transcript."""
+    from envs.webshop.env import WebShopEnv
+
+    env = WebShopEnv(num_products=200)
+    g = 7
+    obs, info = env.reset(options={"task": g})
+    out = open_session(client, goal=g)
+    assert (out["observation"], out["info"]) == (obs, plain(info))
+    token = out["session"]
+    for action in (f"search[{info['instruction']}]", "click[nothing here]", "click[next >]"):
+        obs, reward, done, _, info = env.step(action)
+        out = step(client, token, action)
+        token = out["session"]
+        assert (out["observation"], out["reward"], out["done"], out["info"]) == (
+            obs, reward, done, plain(info))
+    env.close()
+
+
+def test_token_round_trip(shop):
+    state = shop.initial_state(1)
+    for action in ("search[blue cotton dress]", "click[next >]"):
+        state = shop.step(state, action).state
+    token = encode_state(state, SECRET)
+    assert decode_state(token, SECRET) == state
+    with pytest.raises(BadToken):
+        decode_state(token, "another secret")
+
+
+def test_signed_but_malformed_payloads_are_bad_tokens():
+    """Even with the secret (the default one is public), a token cannot smuggle in a zip bomb
+    or a payload of the wrong shape."""
+    from itsdangerous import URLSafeSerializer
+
+    from servers.webshop.tokens import SALT
+
+    signer = URLSafeSerializer(SECRET, salt=SALT)
+    bomb = signer.dumps([1, 0, 0, ["a" * 20_000_000], 1, "", [], "", [], None])
+    assert len(bomb) < 64 * 1024  # small on the wire...
+    for payload in (bomb, signer.dumps({"goal": 0}), signer.dumps([1, "0", 0, [], 1, "", [], "",
+                    [], None]), signer.dumps([1, 0, 9, [], 1, "", [], "", [], None]),
+                    signer.dumps([1, True, 0, [], 1, "", [], "", [], None])):
+        with pytest.raises(BadToken):
+            decode_state(payload, SECRET)
+
+
+# ------------------------------------------------------------------ invalid actions (200)
+
+
+@pytest.mark.parametrize("action", [
+    "dance", "", "click[", "click[]", "search[]", "search[   ]", "click[no such button]",
+    "click[search]", "click[buy now]", "search", "CLICK[next >]", "click[next >] extra",
+])
+def test_invalid_actions_are_no_ops(client, action):
+    start = open_session(client, goal=0)
+    out = step(client, start["session"], action)
+    assert out["info"]["action_valid"] is False
+    assert out["reward"] == 0.0 and out["done"] is False
+    assert out["info"]["state_key"] == start["info"]["state_key"]
+    assert decode_state(out["session"], SECRET) == decode_state(start["session"], SECRET)
+
+
+def test_unknown_asin_click_is_a_no_op(client):
+    start = open_session(client, goal=0)
+    results = step(client, start["session"], "search[red]")
+    out = step(client, results["session"], "click[b0nosuch00]")
+    assert out["info"]["action_valid"] is False
+    assert out["info"]["state_key"] == results["info"]["state_key"]
+
+
+def test_100kb_query_via_api_is_a_no_op(client):
+    start = open_session(client, goal=0)
+    out = step(client, start["session"], "search[" + "a" * 100_000 + "]")
+    assert out["info"]["action_valid"] is False
+    assert out["info"]["state_key"] == start["info"]["state_key"]
+
+
+def test_body_over_limit_is_413(client):
+    start = open_session(client, goal=0)
+    body = {"session": start["session"], "action": "search[" + "a" * MAX_CONTENT_LENGTH + "]"}
+    r = client.post("/api/v1/sessions/step", json=body)
+    assert r.status_code == 413 and "error" in r.get_json()
+
+
+def test_100kb_query_via_human_routes_is_refused(client):
+    r = client.post("/fixed_0", data={"search_query": "a " * 50_000})
+    assert r.status_code in (400, 413)
+    long_keywords = quote(str(["a"] * 30_000))
+    r = client.get(f"/search_results/fixed_0/{long_keywords}/1")
+    assert r.status_code in (400, 413)
+    assert b"Traceback" not in r.data
+
+
+# -------------------------------------------------------------------------- bad API input
+
+
+@pytest.mark.parametrize("token", ["", "garbage", "a.b.c", "." * 10, "x" * 70_000])
+def test_bad_tokens_are_404(client, token):
+    for path in ("sessions/step", "sessions/observe", "sessions/close"):
+        code, out = post(client, path, {"session": token, "action": "click[next >]"})
+        assert code == 404, out
+        assert "error" in out
+
+
+def test_tampered_token_is_404(client, shop):
+    token = open_session(client, goal=0)["session"]
+    i = len(token) // 2
+    tampered = token[:i] + ("A" if token[i] != "A" else "B") + token[i + 1:]
+    code, out = post(client, "sessions/observe", {"session": tampered})
+    assert code == 404 and "error" in out
+    forged = encode_state(shop.initial_state(0), "guessed secret")
+    assert post(client, "sessions/observe", {"session": forged})[0] == 404
+
+
+def test_token_for_another_shop_is_404(client, shop):
+    # Signed with our secret but holding a goal this shop does not have.
+    from servers.webshop.shop import State
+
+    token = encode_state(State(goal=len(shop.goals) + 5), SECRET)
+    assert post(client, "sessions/observe", {"session": token})[0] == 404
+    token = encode_state(State(goal=0, page="item", asin="NOSUCHASIN"), SECRET)
+    assert post(client, "sessions/step", {"session": token, "action": "click[buy now]"})[0] == 404
+
+
+@pytest.mark.parametrize("body", [
+    {"goal": "3"}, {"goal": True}, {"goal": 1.5}, {"goal": [1]},
+    {"goal": 0, "observation_mode": "xml"}, {"goal": 0, "observation_mode": 5},
+])
+def test_open_wrong_types_are_400(client, body):
+    code, out = post(client, "sessions", body)
+    assert code == 400 and "error" in out
+
+
+@pytest.mark.parametrize("goal", [-1, 10**9, 10**30])
+def test_open_unknown_goal_is_404(client, goal):
+    code, out = post(client, "sessions", {"goal": goal})
+    assert code == 404 and "error" in out
+
+
+def test_step_wrong_types_are_400(client):
+    token = open_session(client)["session"]
+    for body in ({"session": token}, {"session": token, "action": 5},
+                 {"session": token, "action": ["click[next >]"]},
+                 {"session": 5, "action": "click[x]"}, {"action": "click[x]"},
+                 {"session": token, "action": "search[x]", "observation_mode": "pdf"}):
+        code, out = post(client, "sessions/step", body)
+        assert code == 400 and "error" in out, body
+
+
+@pytest.mark.parametrize("data", [b"not json", b"{", b"[1, 2]", b'"text"', b"null",
+                                  b"\xff\xfe\x00", b"[" * 100_000 + b"]" * 100_000])
+def test_non_json_bodies_are_400(client, data):
+    for path in ("sessions", "sessions/step", "sessions/observe", "sessions/close"):
+        r = client.post(f"/api/v1/{path}", data=data, content_type="application/json")
+        assert r.status_code == 400, (path, r.status_code)
+        assert "error" in r.get_json()
+    r = client.post("/api/v1/sessions", data=data, content_type="text/plain")
+    assert r.status_code == 400
+
+
+def test_lone_surrogates_are_400(client):
+    """JSON and Python literals can carry lone surrogates; they are not text."""
+    token = open_session(client)["session"]
+    for mode in ("text", "html"):
+        body = json.dumps({"session": token, "action": "search[\ud800 x]",
+                           "observation_mode": mode})
+        r = client.post("/api/v1/sessions/step", data=body, content_type="application/json")
+        assert r.status_code == 400 and "error" in r.get_json()
+    r = client.get("/search_results/fixed_0/%5B'%5Cud800'%5D/1")
+    assert r.status_code == 400
+
+
+def test_wrong_method_is_405_json(client):
+    for method, path in (("GET", "sessions"), ("PUT", "sessions/step"),
+                         ("DELETE", "sessions/close"), ("POST", "info")):
+        r = client.open(f"/api/v1/{path}", method=method)
+        assert r.status_code == 405 and "error" in r.get_json()
+
+
+def test_unknown_api_path_is_404_json(client):
+    r = client.get("/api/v1/nothing/here")
+    assert r.status_code == 404 and "error" in r.get_json()
+
+
+# ------------------------------------------------------------------------ bad page URLs
+
+
+@pytest.mark.parametrize("url", [
+    "/fixed_999999", "/fixed_abc", "/fixed_", "/fixed_-1", "/bad%20id", "/a.b", "/" + "x" * 200,
+    "/search_results/fixed_999999/%5B'a'%5D/1",
+    "/item_page/fixed_0/NOSUCHASIN/%5B'a'%5D/1/%7B%7D",
+    "/item_page/fixed_0/" + "B" * 5000 + "/%5B'a'%5D/1/%7B%7D",
+    "/item_sub_page/fixed_0/NOSUCHASIN/%5B'a'%5D/1/Description/%7B%7D",
+    "/done/fixed_0/NOSUCHASIN/%7B%7D",
+    "/item_page/fixed_0/..%2F..%2Fetc%2Fpasswd/%5B'a'%5D/1/%7B%7D",
+    "/item_page/fixed_0/..%2F..%2Fetc%2Fpasswd",
+    "/static/../app.py", "/static/..%2Fapp.py", "/static/%2e%2e/app.py",
+    "/static/..%2F..%2Fshop.py", "/static/%2e%2e%2f%2e%2e%2fetc%2fpasswd",
+    "/../../etc/passwd", "/%2e%2e/%2e%2e/etc/passwd",
+])
+def test_unknown_or_traversal_urls_are_404(client, url):
+    r = client.get(url)
+    assert r.status_code == 404, (url, r.status_code)
+    assert b"create_app" not in r.data and b"root:" not in r.data
+    assert r.mimetype == "text/html"
+
+
+def _asin(shop) -> str:
+    return shop.catalog.products[0].asin
+
+
+@pytest.mark.parametrize("path", [
+    "/search_results/fixed_0/%5B'a'%5D/0", "/search_results/fixed_0/%5B'a'%5D/-1",
+    "/search_results/fixed_0/%5B'a'%5D/abc", "/search_results/fixed_0/%5B'a'%5D/1.5",
+    "/search_results/fixed_0/%5B'a'%5D/" + "9" * 5000,
+    "/search_results/fixed_0/%5B1,%202%5D/1", "/search_results/fixed_0/%5B'a'/1",
+    "/search_results/fixed_0/%5B%5D/1", "/search_results/fixed_0/%5B'%20'%5D/1",
+    "/search_results/fixed_0/%5B__import__('os')%5D/1",
+    "/search_results/fixed_0/" + "%5B" * 1000 + "%5D" * 1000 + "/1",
+    "/item_page/fixed_0/{asin}/%5B'a'%5D/1/%7B'color':%201%7D",
+    "/item_page/fixed_0/{asin}/%5B'a'%5D/1/%7B'no such group':%20'x'%7D",
+    "/item_page/fixed_0/{asin}/%5B'a'%5D/1/%5B%5D",
+    "/item_page/fixed_0/{asin}/%5B'a'%5D/1/not-a-literal",
+    "/item_page/fixed_0/{asin}/%5B'a'%5D/1/%7B1:%202%7D",
+    "/done/fixed_0/{asin}/%7B'x'",
+])
+def test_bad_literals_and_pages_are_400(client, shop, path):
+    r = client.get(path.format(asin=_asin(shop)))
+    assert r.status_code in (400, 413), (path, r.status_code)
+    assert r.mimetype == "text/html"
+
+
+def test_bad_sub_page_is_404(client, shop):
+    r = client.get(f"/item_sub_page/fixed_0/{_asin(shop)}/%5B'a'%5D/1/Secrets/%7B%7D")
+    assert r.status_code == 404
+
+
+def test_any_session_id_gets_a_stable_goal(client):
+    a = client.get("/someone-else")
+    assert a.status_code == 200
+    assert a.data == client.get("/someone-else").data
+    r = client.get("/")
+    assert r.status_code == 302 and r.headers["Location"].startswith("/s")
+
+
+def test_search_form_redirects_to_results(client):
+    r = client.post("/fixed_0", data={"search_query": "Red Cotton"})
+    assert r.status_code == 303
+    assert r.headers["Location"] == "/search_results/fixed_0/%5B'red',%20'cotton'%5D/1"
+    assert client.post("/fixed_0", data={"search_query": "   "}).status_code == 400
+
+
+def test_plain_string_keywords_work(client):
+    assert client.get("/search_results/fixed_0/red%20shoes/1").status_code == 200
+
+
+def test_html_and_script_in_queries_are_escaped(client):
+    evil = "<script>alert('x')</script> <img src=x onerror=alert(1)> \"quoted\" & a/b"
+    r = client.post("/fixed_0", data={"search_query": evil}, follow_redirects=True)
+    assert r.status_code == 200
+    html = r.get_data(as_text=True)
+    assert "<script>alert" not in html and "<img src=x" not in html
+    assert "&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt;" in html  # the results label
+    assert "default-src 'self'" in r.headers["Content-Security-Policy"]
+    # Through the API, in html mode.
+    token = open_session(client)["session"]
+    out = step(client, token, f"search[{evil}]", mode="html")
+    assert out["info"]["action_valid"] is True
+    assert "<script>alert" not in out["observation"]
+    assert "&lt;script&gt;alert" in out["observation"]
+
+
+def test_unexpected_errors_are_logged_500s_without_tracebacks(shop, caplog):
+    app = create_app(shop, secret=SECRET)
+
+    def boom():
+        raise RuntimeError("secret internals")
+
+    app.add_url_rule("/api/v1/boom", "boom_api", boom)
+    app.add_url_rule("/boom/now", "boom_html", boom)
+    c = app.test_client()
+    r = c.get("/api/v1/boom")
+    assert r.status_code == 500 and r.get_json() == {"error": "internal server error"}
+    r = c.get("/boom/now")
+    assert r.status_code == 500 and r.mimetype == "text/html"
+    assert b"secret internals" not in r.data and b"Traceback" not in r.data
+    assert "secret internals" in caplog.text
+    assert c.get("/api/v1/info").status_code == 200
+
+
+# ---------------------------------------------------------------------------- concurrency
+
+
+def test_concurrent_sessions_on_a_real_server(app, shop):
+    """Threads hammer one waitress server; every session sees only its own state."""
+    n_threads, rounds = 8, 3
+    errors: list[str] = []
+
+    def worker(k: int, base: str) -> None:
+        http = requests.Session()
+        try:
+            for r in range(rounds):
+                g = (k * rounds + r) % len(shop.goals)
+                goal = shop.goals[g]
+                state = shop.initial_state(g)
+                resp = http.post(f"{base}/api/v1/sessions", json={"goal": g}, timeout=30)
+                assert resp.status_code == 201
+                token = resp.json()["session"]
+                actions = [f"search[{goal.instruction_text}]", "click[next >]",
+                           "click[< prev]", "click[nonsense]"]
+                for action in actions:
+                    result = shop.step(state, action)
+                    state = result.state
+                    out = http.post(f"{base}/api/v1/sessions/step",
+                                    json={"session": token, "action": action},
+                                    timeout=30).json()
+                    token = out.pop("session")
+                    if out != plain(describe(shop, state, "text", result)):
+                        errors.append(f"thread {k} goal {g} diverged at {action!r}")
+                        return
+                    assert out["info"]["goal_index"] == g
+                page = http.get(f"{base}/fixed_{g}", timeout=30)
+                assert page.status_code == 200 and "Instruction:" in page.text
+        except Exception as e:  # collected: a failing thread must fail the test
+            errors.append(f"thread {k}: {e!r}")
+
+    with serve_in_thread(app) as base:
+        threads = [threading.Thread(target=worker, args=(k, base)) for k in range(n_threads)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=120)
+        assert not errors, errors
+        assert requests.get(f"{base}/api/v1/info", timeout=10).status_code == 200
+
+
+def test_traversal_on_a_real_server(app):
+    """Raw request lines, as an attacker sends them (no client-side path normalising)."""
+    import http.client
+
+    with serve_in_thread(app, threads=2) as base:
+        port = int(base.rsplit(":", 1)[1])
+        for path in ("/static/../app.py", "/static/..%2Fapp.py", "/static/../../tokens.py",
+                     "/static/%2e%2e/%2e%2e/shop.py", "/../../../etc/passwd",
+                     "/item_page/fixed_0/..%2F..%2Fetc%2Fpasswd/%5B'a'%5D/1/%7B%7D"):
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+            conn.request("GET", path)
+            resp = conn.getresponse()
+            body = resp.read()
+            conn.close()
+            assert resp.status in (400, 404), (path, resp.status)
+            assert b"import" not in body and b"root:" not in body
+        assert requests.get(f"{base}/static/style.css", timeout=10).status_code == 200
+        assert requests.get(f"{base}/api/v1/info", timeout=10).status_code == 200
+
+
+def test_serve_command_runs_waitress(tmp_path):
+    """``python -m servers.webshop.serve`` serves pages and the API on the given port."""
+    import socket
+    import subprocess
+    import sys
+    import time
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    cmd = [sys.executable, "-m", "servers.webshop.serve", "--port", str(port),
+           "--num-products", "200", "--threads", "2"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        banner = [proc.stdout.readline() for _ in range(3)]
+        assert f"http://127.0.0.1:{port}/fixed_0" in "".join(banner), banner
+        deadline = time.monotonic() + 30
+        while True:  # the banner comes just before the socket is bound
+            try:
+                info = requests.get(f"http://127.0.0.1:{port}/api/v1/info", timeout=5)
+                break
+            except requests.ConnectionError:
+                assert time.monotonic() < deadline and proc.poll() is None, "server never came up"
+                time.sleep(0.05)
+        assert info.status_code == 200 and info.json()["goals"] > 0
+        page = requests.get(f"http://127.0.0.1:{port}/fixed_0", timeout=5)
+        assert page.status_code == 200 and "Instruction:" in page.text
+        assert page.headers.get("Server") == "gagpo-webshop"  # waitress, with our ident
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+        proc.stdout.close()
+
+
+def test_serve_main_rejects_bad_arguments():
+    from servers.webshop.serve import main
+
+    assert main(["--port", "70000"]) == 2
+    assert main(["--threads", "0"]) == 2
+    with pytest.raises(SystemExit):
+        main(["--goals", "robots"])
+
+
+def test_fuzzed_urls_and_bodies_never_500(shop, client):
+    """Random mixes of route shapes, literals, traversal and odd characters: all < 500."""
+    import random
+
+    rng = random.Random(0)
+    product = next(p for p in shop.catalog.products if p.options)
+    group, values = next(iter(product.options.items()))
+    pieces = ["fixed_0", "fixed_1", "someone", product.asin, "['a']", "['a', 'b']", "{}",
+              repr({group: values[0]}), "1", "2", "0", "Description", "..", "%2e", "'", "[",
+              "{", "\x00", "é", "%", "?", "#", "/", "\\", "<script>", "[1]", "99999999",
+              "-1", "None", "()", "[b'x']", "['\\ud800']", "[" * 300 + "]" * 300]
+    routes = ["", "search_results/", "item_page/", "item_sub_page/", "done/", "static/",
+              "api/v1/"]
+    for _ in range(1500):
+        segs = [rng.choice(pieces) for _ in range(rng.randint(0, 6))]
+        safe = rng.choice(["", "/", "'[]{}"])
+        url = "/" + rng.choice(routes) + "/".join(quote(s, safe=safe) for s in segs)
+        form = {"search_query": rng.choice(pieces)} if rng.random() < 0.3 else None
+        r = client.open(url, method=rng.choice(["GET", "POST"]), data=form)
+        assert r.status_code < 500, url
+    token = open_session(client)["session"]
+    choices = [None, 0, 1, -1, 1.5, True, "x", "", [], {}, {"a": 1}, token, token[:-1],
+               "search[a]", "click[next >]", "text", "html", "\ud800", 10**40]
+    for _ in range(600):
+        body = {k: rng.choice(choices) for k in ("goal", "observation_mode", "session",
+                                                  "action") if rng.random() < 0.7}
+        path = rng.choice(["sessions", "sessions/step", "sessions/observe", "sessions/close"])
+        r = client.post(f"/api/v1/{path}", data=json.dumps(body),
+                        content_type="application/json")
+        assert r.status_code < 500, (path, body)
+
+
+def test_synthetic_goals_shop():
+    shop = open_shop(num_products=200, goals="synthetic")
+    client = create_app(shop, secret=SECRET).test_client()
+    info = client.get("/api/v1/info").get_json()
+    assert info["goal_kind"] == "synthetic" and info["goals"] == len(shop.goals)
+    out = open_session(client, goal=0)
+    assert out["info"]["instruction"] == shop.goals[0].instruction_text
+    assert client.get("/fixed_0").status_code == 200
