@@ -13,7 +13,8 @@ from __future__ import annotations
 import argparse
 import os
 import socket
-import statistics
+import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -130,10 +131,35 @@ def bench_search(n_products: int, queries: int = 500) -> None:
             engine._search(q, 50)
             lat.append(time.perf_counter() - t)
         p50, _, p99 = percentiles(lat)
-        print(f"{n_products:>9,} products: generate {t_gen:6.1f} s, load {t_load:5.1f} s, "
+        serving = serving_memory_mb(n_products)
+        print(f"{n_products:>9,} products: generate {t_gen:6.1f} s, convert {t_load:5.1f} s, "
               f"index build {t_index:6.1f} s, index open (mmap) {t_open * 1e3:5.1f} ms, "
-              f"search p50 {p50:.2f} ms p99 {p99:.2f} ms, memory +{rss_mb() - rss0:,.0f} MB")
+              f"search p50 {p50:.2f} ms p99 {p99:.2f} ms, build memory +{rss_mb() - rss0:,.0f} MB,"
+              f" serving process {serving:,.0f} MB")
         os.environ.pop("GAGPO_CACHE")
+
+
+SERVE_PROBE = """
+import sys, psutil
+from servers.webshop import open_shop
+from servers.webshop.observe import describe
+from envs.webshop.expert import expert_action
+shop = open_shop(num_products=int(sys.argv[1]))
+for g in range(min(200, len(shop.goals))):
+    state = shop.initial_state(g)
+    while (a := expert_action(shop, state)) is not None:
+        state = shop.step(state, a).state
+        describe(shop, state)
+print(psutil.Process().memory_info().rss / 2**20)
+"""
+
+
+def serving_memory_mb(n_products: int) -> float:
+    """RSS of a fresh process that opens the shop (cached store and index) and plays 200
+    expert episodes: what a served shop holds."""
+    out = subprocess.run([sys.executable, "-c", SERVE_PROBE, str(n_products)],
+                         capture_output=True, text=True, check=True)
+    return float(out.stdout.strip().splitlines()[-1])
 
 
 def main() -> None:

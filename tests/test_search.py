@@ -6,7 +6,7 @@ from collections import Counter
 import pytest
 
 from servers.webshop.catalog import Catalog, Product
-from servers.webshop.search import B, K1, SearchEngine, analyze
+from servers.webshop.search import K1, B, SearchEngine, analyze
 
 WORDS = ("shoe running red blue coffee dark roast mug ceramic sofa leather chair desk lamp "
          "cable charger wireless headphones case phone").split()

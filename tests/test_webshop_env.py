@@ -180,4 +180,4 @@ def test_rule_baseline_lands_near_the_original_figures(env):
     r = run_episodes(env, lambda info, e: rule_baseline_action(info), range(500), "rule")
     score, success = 100 * r.mean(), 100 * np.mean(r == 1.0)
     print(f"rule baseline on the embedded catalog: score {score:.1f}, success {success:.1f}%")
-    assert 30 <= score <= 62 and 3 <= success <= 20
+    assert abs(score - 45.6) <= 10 and 4 <= success <= 16

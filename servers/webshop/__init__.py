@@ -7,6 +7,7 @@ of the original WebShop data files.
 
 from __future__ import annotations
 
+import hashlib
 import threading
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -20,17 +21,24 @@ if TYPE_CHECKING:
 
 DEFAULT_PRODUCTS = 1000
 DEFAULT_SEED = 0
-GENERATOR_VERSION = 1
 
 _lock = threading.Lock()
 _shops: dict[tuple, Shop] = {}
+
+
+def generator_digest() -> str:
+    """Hash of the generator's source: a changed generator never reuses a stale catalog."""
+    h = hashlib.blake2b(digest_size=6)
+    for name in ("generator.py", "vocab.py"):
+        h.update((Path(__file__).parent / name).read_bytes())
+    return h.hexdigest()
 
 
 def generated_catalog_dir(n_products: int = DEFAULT_PRODUCTS, seed: int = DEFAULT_SEED) -> Path:
     """Folder of the generated catalog (original file format), written on first use."""
     from servers.webshop.generator import write_catalog
 
-    target = cache_dir() / "catalog" / f"generated-v{GENERATOR_VERSION}-n{n_products}-s{seed}"
+    target = cache_dir() / "catalog" / f"generated-{generator_digest()}-n{n_products}-s{seed}"
     return build_once(target, lambda out: write_catalog(out, n_products=n_products, seed=seed))
 
 

@@ -121,12 +121,24 @@ class _Views:
         add = app.add_url_rule
         add("/", "root", self.root, methods=both)
         add("/<session_id>", "index", self.index, methods=both)
-        add("/search_results/<session_id>/<keywords>/<page>", "search_results",
-            self.search_results, methods=both)
-        add("/item_page/<session_id>/<asin>/<keywords>/<page>/<options>", "item_page",
-            self.item_page, methods=both)
-        add("/item_sub_page/<session_id>/<asin>/<keywords>/<page>/<sub_page>/<options>",
-            "item_sub_page", self.item_sub_page, methods=both)
+        add(
+            "/search_results/<session_id>/<keywords>/<page>",
+            "search_results",
+            self.search_results,
+            methods=both,
+        )
+        add(
+            "/item_page/<session_id>/<asin>/<keywords>/<page>/<options>",
+            "item_page",
+            self.item_page,
+            methods=both,
+        )
+        add(
+            "/item_sub_page/<session_id>/<asin>/<keywords>/<page>/<sub_page>/<options>",
+            "item_sub_page",
+            self.item_sub_page,
+            methods=both,
+        )
         add("/done/<session_id>/<asin>/<options>", "done", self.done, methods=both)
         add(f"{API}/info", "api_info", self.api_info, methods=["GET"])
         add(f"{API}/sessions", "api_open", self.api_open, methods=["POST"])
@@ -153,28 +165,40 @@ class _Views:
 
     def search_results(self, session_id: str, keywords: str, page: str) -> str:
         goal = self._goal(session_id)
-        state = State(goal=goal, page="results", keywords=_keywords(keywords),
-                      page_num=_page_num(page))
+        state = State(
+            goal=goal, page="results", keywords=_keywords(keywords), page_num=_page_num(page)
+        )
         return self._page(state, session_id)
 
-    def item_page(self, session_id: str, asin: str, keywords: str, page: str,
-                  options: str) -> str:
+    def item_page(self, session_id: str, asin: str, keywords: str, page: str, options: str) -> str:
         goal = self._goal(session_id)
         product = self._product(asin)
-        state = State(goal=goal, page="item", keywords=_keywords(keywords),
-                      page_num=_page_num(page), asin=product.asin,
-                      options=_options(options, product))
+        state = State(
+            goal=goal,
+            page="item",
+            keywords=_keywords(keywords),
+            page_num=_page_num(page),
+            asin=product.asin,
+            options=_options(options, product),
+        )
         return self._page(state, session_id)
 
-    def item_sub_page(self, session_id: str, asin: str, keywords: str, page: str,
-                      sub_page: str, options: str) -> str:
+    def item_sub_page(
+        self, session_id: str, asin: str, keywords: str, page: str, sub_page: str, options: str
+    ) -> str:
         goal = self._goal(session_id)
         product = self._product(asin)
         if sub_page not in SUB_PAGES:
             abort(404, f"No such product page: choose one of {', '.join(SUB_PAGES)}.")
-        state = State(goal=goal, page="item_sub", keywords=_keywords(keywords),
-                      page_num=_page_num(page), asin=product.asin,
-                      options=_options(options, product), sub_page=sub_page)
+        state = State(
+            goal=goal,
+            page="item_sub",
+            keywords=_keywords(keywords),
+            page_num=_page_num(page),
+            asin=product.asin,
+            options=_options(options, product),
+            sub_page=sub_page,
+        )
         return self._page(state, session_id)
 
     def done(self, session_id: str, asin: str, options: str) -> str:
@@ -182,10 +206,12 @@ class _Views:
         product = self._product(asin)
         chosen = _options(options, product)
         parts = compute_reward(product, self.shop.goals[goal], dict(chosen))
-        state = State(goal=goal, page="done", asin=product.asin, options=chosen,
-                      reward=parts.reward)
-        return render_html(self.shop, state, session_id, root=request.script_root,
-                           reward_parts=parts)
+        state = State(
+            goal=goal, page="done", asin=product.asin, options=chosen, reward=parts.reward
+        )
+        return render_html(
+            self.shop, state, session_id, root=request.script_root, reward_parts=parts
+        )
 
     def _page(self, state: State, session_id: str) -> str:
         return render_html(self.shop, state, session_id, root=request.script_root)
@@ -288,8 +314,9 @@ class _Views:
             product = self.shop.catalog.get(state.asin)
             if product is None or product.asin != state.asin:
                 return False
-            if any(g not in product.options or v not in product.options[g]
-                   for g, v in state.options):
+            if any(
+                g not in product.options or v not in product.options[g] for g, v in state.options
+            ):
                 return False
         if state.page == "item_sub":
             return state.sub_page in SUB_PAGES
@@ -401,8 +428,7 @@ def _register_error_handlers(app: Flask) -> None:
         app.logger.exception("unhandled error on %s %s", request.method, request.path)
         if _is_api():
             return jsonify(error="internal server error"), 500
-        return render_error(500, "Something went wrong on our side.",
-                            root=request.script_root), 500
+        return render_error(500, "Something went wrong on our side.", root=request.script_root), 500
 
     @app.after_request
     def harden(response: Response) -> Response:

@@ -139,8 +139,13 @@ def build_goals(catalog: Catalog, kind: GoalKind = "human") -> list[Goal]:
 
 def _goal_from_json(d: dict) -> Goal:
     options = d["goal_options"]
-    return Goal(**{**d, "attributes": tuple(d["attributes"]),
-                   "goal_options": options if isinstance(options, dict) else tuple(options)})
+    return Goal(
+        **{
+            **d,
+            "attributes": tuple(d["attributes"]),
+            "goal_options": options if isinstance(options, dict) else tuple(options),
+        }
+    )
 
 
 def _build_goals(catalog: Catalog, kind: GoalKind) -> list[Goal]:

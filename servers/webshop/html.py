@@ -84,7 +84,11 @@ def results_url(root: str, sid: str, keywords: Sequence[str], page: int) -> str:
 
 
 def item_url(
-    root: str, sid: str, asin: str, keywords: Sequence[str], page: int,
+    root: str,
+    sid: str,
+    asin: str,
+    keywords: Sequence[str],
+    page: int,
     options: Mapping[str, str],
 ) -> str:
     return (
@@ -94,7 +98,12 @@ def item_url(
 
 
 def item_sub_url(
-    root: str, sid: str, asin: str, keywords: Sequence[str], page: int, sub_page: str,
+    root: str,
+    sid: str,
+    asin: str,
+    keywords: Sequence[str],
+    page: int,
+    sub_page: str,
     options: Mapping[str, str],
 ) -> str:
     return (
@@ -171,13 +180,21 @@ def render_html(
     for gi, (group, values) in enumerate(product.options.items()):
         entries = []
         for vi, value in enumerate(unique(values)):
-            entries.append({
-                "id": f"opt-{gi}-{vi}",
-                "value": value,
-                "checked": chosen.get(group) == value,
-                "url": item_url(root, sid, product.asin, state.keywords, state.page_num,
-                                {**chosen, group: value}),
-            })
+            entries.append(
+                {
+                    "id": f"opt-{gi}-{vi}",
+                    "value": value,
+                    "checked": chosen.get(group) == value,
+                    "url": item_url(
+                        root,
+                        sid,
+                        product.asin,
+                        state.keywords,
+                        state.page_num,
+                        {**chosen, group: value},
+                    ),
+                }
+            )
         groups.append({"name": group, "values": entries})
     ctx |= {
         "groups": groups,
@@ -194,30 +211,36 @@ def render_html(
 def _results_context(shop: Shop, state: State, sid: str, root: str) -> dict[str, Any]:
     hits = shop.results(state.keywords)
     start = (state.page_num - 1) * RESULTS_PER_PAGE
-    shown = hits[start:start + RESULTS_PER_PAGE] if start >= 0 else ()
+    shown = hits[start : start + RESULTS_PER_PAGE] if start >= 0 else ()
     products = []
     for i in shown:
         p = shop.catalog.products[i]
-        products.append({
-            "asin": p.asin,
-            "title": p.title,
-            "price": p.price_tag,
-            "image": p.image or f"{root}/static/{PLACEHOLDER_IMAGE}",
-            "url": item_url(root, sid, p.asin, state.keywords, state.page_num, {}),
-            "visited": p.asin in state.visited,
-        })
+        products.append(
+            {
+                "asin": p.asin,
+                "title": p.title,
+                "price": p.price_tag,
+                "image": p.image or f"{root}/static/{PLACEHOLDER_IMAGE}",
+                "url": item_url(root, sid, p.asin, state.keywords, state.page_num, {}),
+                "visited": p.asin in state.visited,
+            }
+        )
     return {
         "page_num": state.page_num,
         "total": len(hits),
         "products": products,
-        "prev_url": (results_url(root, sid, state.keywords, state.page_num - 1)
-                     if state.page_num > 1 else None),
+        "prev_url": (
+            results_url(root, sid, state.keywords, state.page_num - 1)
+            if state.page_num > 1
+            else None
+        ),
         "next_url": results_url(root, sid, state.keywords, state.page_num + 1),
     }
 
 
 def _parts_rows(parts: RewardParts) -> list[tuple[str, str, str]]:
     """(name, value, meaning) rows of the reward breakdown table."""
+
     def fmt(x: Any) -> str:
         if x is None:
             return "n/a"

@@ -44,16 +44,26 @@ def build_parser() -> argparse.ArgumentParser:
         prog="gagpo serve webshop",
         description="Serve the WebShop pages (for people and browsers) and its JSON API.",
     )
-    p.add_argument("--host", default="127.0.0.1",
-                   help="address to listen on (default 127.0.0.1: this machine only)")
+    p.add_argument(
+        "--host",
+        default="127.0.0.1",
+        help="address to listen on (default 127.0.0.1: this machine only)",
+    )
     p.add_argument("--port", type=int, default=3000, help="TCP port (default 3000)")
-    p.add_argument("--catalog", default=None,
-                   help="folder of the original WebShop data files (default: the embedded "
-                        "generated catalog)")
-    p.add_argument("--goals", choices=("human", "synthetic"), default="human",
-                   help="goal kind (default human)")
-    p.add_argument("--num-products", type=int, default=None,
-                   help="keep the first N products / size of the generated catalog")
+    p.add_argument(
+        "--catalog",
+        default=None,
+        help="folder of the original WebShop data files (default: the embedded generated catalog)",
+    )
+    p.add_argument(
+        "--goals", choices=("human", "synthetic"), default="human", help="goal kind (default human)"
+    )
+    p.add_argument(
+        "--num-products",
+        type=int,
+        default=None,
+        help="keep the first N products / size of the generated catalog",
+    )
     p.add_argument("--threads", type=int, default=8, help="waitress worker threads (default 8)")
     return p
 
@@ -67,8 +77,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("--threads must be at least 1", file=sys.stderr)
         return 2
     with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C is the normal way to stop
-        serve(host=args.host, port=args.port, catalog=args.catalog, goals=args.goals,
-              num_products=args.num_products, threads=args.threads)
+        serve(
+            host=args.host,
+            port=args.port,
+            catalog=args.catalog,
+            goals=args.goals,
+            num_products=args.num_products,
+            threads=args.threads,
+        )
     return 0
 
 

@@ -137,8 +137,10 @@ class Shop:
         if not query.strip():
             return self._invalid(state, "Empty search: write search[some words].")
         if len(query) > MAX_QUERY_CHARS:
-            return self._invalid(state, f"Search query too long ({len(query)} characters;"
-                                        f" at most {MAX_QUERY_CHARS}).")
+            return self._invalid(
+                state,
+                f"Search query too long ({len(query)} characters; at most {MAX_QUERY_CHARS}).",
+            )
         keywords = tuple(query.lower().split(" "))
         new = State(goal=state.goal, page="results", keywords=keywords, visited=state.visited)
         return StepResult(new, 0.0, False, True)
@@ -146,9 +148,7 @@ class Shop:
     def _click(self, state: State, target: str) -> StepResult:
         page = self.page(state)
         if target == "search" or target not in page.clickables:
-            return self._invalid(
-                state, f"{_clip(target)!r} is not a clickable on this page."
-            )
+            return self._invalid(state, f"{_clip(target)!r} is not a clickable on this page.")
         if target == BACK_TO_SEARCH.lower():
             return StepResult(State(goal=state.goal, visited=state.visited), 0.0, False, True)
         if state.page == "results":
@@ -157,8 +157,7 @@ class Shop:
             if target == PREV_PAGE.lower():
                 return StepResult(replace(state, page_num=state.page_num - 1), 0.0, False, True)
             asin = target.upper()
-            new = replace(state, page="item", asin=asin, options=(),
-                          visited=state.visited | {asin})
+            new = replace(state, page="item", asin=asin, options=(), visited=state.visited | {asin})
             return StepResult(new, 0.0, False, True)
         if state.page == "item_sub":  # only < Prev is left
             return StepResult(replace(state, page="item", sub_page=""), 0.0, False, True)
@@ -177,7 +176,9 @@ class Shop:
             return StepResult(new, parts.reward, True, True, reward_parts=parts)
         return StepResult(
             replace(state, options=choose_option(product, dict(state.options), target)),
-            0.0, False, True,
+            0.0,
+            False,
+            True,
         )
 
     # -- pages ------------------------------------------------------------------------------
@@ -208,9 +209,12 @@ class Shop:
         if state.page == "results":
             hits = self.results(state.keywords)
             start = (state.page_num - 1) * RESULTS_PER_PAGE
-            shown = hits[start:start + RESULTS_PER_PAGE] if start >= 0 else ()
-            nodes = [*header, Node(BACK_TO_SEARCH, "button"),
-                     Node(f"Page {state.page_num} (Total results: {len(hits)})")]
+            shown = hits[start : start + RESULTS_PER_PAGE] if start >= 0 else ()
+            nodes = [
+                *header,
+                Node(BACK_TO_SEARCH, "button"),
+                Node(f"Page {state.page_num} (Total results: {len(hits)})"),
+            ]
             clickables = [BACK_TO_SEARCH.lower()]
             if state.page_num > 1:
                 nodes.append(Node(PREV_PAGE, "button"))

@@ -28,22 +28,64 @@ ASIN_LEN = 10
 
 def _encode(p: Product) -> bytes:
     return json.dumps(
-        [p.asin, p.title, p.description, p.bullet_points, p.pricing, p.price_tag, p.price,
-         list(p.options.items()), p.attributes, p.category, p.query, p.product_category,
-         p.image, p.human_instructions, p.synthetic_instruction, p.synthetic_attributes],
-        ensure_ascii=False, separators=(",", ":"),
+        [
+            p.asin,
+            p.title,
+            p.description,
+            p.bullet_points,
+            p.pricing,
+            p.price_tag,
+            p.price,
+            list(p.options.items()),
+            p.attributes,
+            p.category,
+            p.query,
+            p.product_category,
+            p.image,
+            p.human_instructions,
+            p.synthetic_instruction,
+            p.synthetic_attributes,
+        ],
+        ensure_ascii=False,
+        separators=(",", ":"),
     ).encode("utf-8")
 
 
 def _decode(raw: bytes) -> Product:
-    (asin, title, desc, bullets, pricing, tag, price, options, attrs, category, query,
-     product_category, image, human, syn_ins, syn_attrs) = json.loads(raw)
+    (
+        asin,
+        title,
+        desc,
+        bullets,
+        pricing,
+        tag,
+        price,
+        options,
+        attrs,
+        category,
+        query,
+        product_category,
+        image,
+        human,
+        syn_ins,
+        syn_attrs,
+    ) = json.loads(raw)
     return Product(
-        asin=asin, title=title, description=desc, bullet_points=tuple(bullets),
-        pricing=tuple(pricing), price_tag=tag, price=price,
-        options={k: tuple(v) for k, v in options}, attributes=tuple(attrs), category=category,
-        query=query, product_category=product_category, image=image,
-        human_instructions=tuple(human), synthetic_instruction=syn_ins,
+        asin=asin,
+        title=title,
+        description=desc,
+        bullet_points=tuple(bullets),
+        pricing=tuple(pricing),
+        price_tag=tag,
+        price=price,
+        options={k: tuple(v) for k, v in options},
+        attributes=tuple(attrs),
+        category=category,
+        query=query,
+        product_category=product_category,
+        image=image,
+        human_instructions=tuple(human),
+        synthetic_instruction=syn_ins,
         synthetic_attributes=tuple(syn_attrs),
     )
 
@@ -110,7 +152,7 @@ class ProductStore(Sequence[Product]):
         return len(self._offsets) - 1
 
     def _load(self, i: int) -> Product:
-        return _decode(self._data[int(self._offsets[i]):int(self._offsets[i + 1])])
+        return _decode(self._data[int(self._offsets[i]) : int(self._offsets[i + 1])])
 
     def __getitem__(self, i):  # type: ignore[override]
         if isinstance(i, slice):

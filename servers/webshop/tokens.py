@@ -102,9 +102,12 @@ def _state_from_payload(payload: Any) -> State:
         raise BadToken("unsupported session token payload")
     _, goal, page, keywords, page_num, asin, options, sub_page, visited, reward = payload
     ok = (
-        _is_int(goal) and goal >= 0
-        and _is_int(page) and 0 <= page < len(_PAGES)
-        and isinstance(keywords, list) and all(isinstance(k, str) for k in keywords)
+        _is_int(goal)
+        and goal >= 0
+        and _is_int(page)
+        and 0 <= page < len(_PAGES)
+        and isinstance(keywords, list)
+        and all(isinstance(k, str) for k in keywords)
         and _is_int(page_num)
         and isinstance(asin, str)
         and isinstance(options, list)
@@ -113,7 +116,8 @@ def _state_from_payload(payload: Any) -> State:
             for o in options
         )
         and isinstance(sub_page, str)
-        and isinstance(visited, list) and all(isinstance(a, str) for a in visited)
+        and isinstance(visited, list)
+        and all(isinstance(a, str) for a in visited)
         and (reward is None or (isinstance(reward, (int, float)) and not isinstance(reward, bool)))
     )
     if not ok:
