@@ -10,7 +10,7 @@ if "WebShop-v0" not in registry:
     register(
         id="WebShop-v0",
         entry_point="envs.webshop.env:WebShopEnv",
-        max_episode_steps=15,
+        max_episode_steps=15,  # servers.webshop.shop.MAX_STEPS
     )
 
 __all__ = ["register"]
