@@ -181,3 +181,41 @@ def test_rule_baseline_lands_near_the_original_figures(env):
     score, success = 100 * r.mean(), 100 * np.mean(r == 1.0)
     print(f"rule baseline on the embedded catalog: score {score:.1f}, success {success:.1f}%")
     assert abs(score - 45.6) <= 10 and 4 <= success <= 16
+
+
+@pytest.mark.parametrize("mode", ["text", "text_rich", "html"])
+def test_remote_and_in_process_transcripts_are_identical(mode):
+    """The same actions give the same observations, rewards, flags and infos whether the shop
+    runs in-process or behind `gagpo serve webshop` on a loopback port."""
+    from conftest_shop import serve_in_thread
+
+    from servers.webshop import open_shop
+    from servers.webshop.app import create_app
+
+    local = gym.make("WebShop-v0", observation_mode=mode)
+    shop = local.unwrapped._backend.shop
+    rng = np.random.default_rng(1)
+    with serve_in_thread(create_app(open_shop())) as url:
+        remote = gym.make("WebShop-v0", observation_mode=mode, server_url=url)
+        for goal in (0, 5, 17, 333, 1600):
+            a, b = local.reset(options={"task": goal}), remote.reset(options={"task": goal})
+            assert a == b
+            state = shop.initial_state(goal)
+            actions = ["click[nothing]", "search[]"]
+            while (x := expert_action(shop, state)) is not None:
+                actions.append(x)
+                state = shop.step(state, x).state
+            # detours: a random admissible click before each expert step
+            script = []
+            for x in actions:
+                script += [x, "click[< prev]"] if rng.random() < 0.3 else [x]
+            for x in script:
+                a, b = local.step(x), remote.step(x)
+                assert a == b, x
+                if a[2]:
+                    break
+        # a random reset draws the same goal from the same seed
+        assert local.reset(seed=3, options={"split": "test"}) == remote.reset(
+            seed=3, options={"split": "test"})
+        remote.close()
+    local.close()
