@@ -192,11 +192,12 @@ def test_remote_and_in_process_transcripts_are_identical(mode):
     from servers.webshop import open_shop
     from servers.webshop.app import create_app
 
-    local = gym.make("WebShop-v0", observation_mode=mode)
+    local = gym.make("WebShop-v0", observation_mode=mode, request_infos=["expert_action"])
     shop = local.unwrapped._backend.shop
     rng = np.random.default_rng(1)
     with serve_in_thread(create_app(open_shop())) as url:
-        remote = gym.make("WebShop-v0", observation_mode=mode, server_url=url)
+        remote = gym.make("WebShop-v0", observation_mode=mode, server_url=url,
+                          request_infos=["expert_action"])
         for goal in (0, 5, 17, 333, 1600):
             a, b = local.reset(options={"task": goal}), remote.reset(options={"task": goal})
             assert a == b
@@ -219,3 +220,18 @@ def test_remote_and_in_process_transcripts_are_identical(mode):
             seed=3, options={"split": "test"})
         remote.close()
     local.close()
+
+
+def test_expert_action_info_on_request():
+    plain = gym.make("WebShop-v0")
+    _, info = plain.reset(options={"task": 2})
+    assert "expert_action" not in info
+    e = gym.make("WebShop-v0", request_infos=["expert_action"])
+    _, info = e.reset(options={"task": 2})
+    steps = 0
+    while info["expert_action"] is not None:
+        _, r, done, _, info = e.step(info["expert_action"])
+        steps += 1
+    assert done and r == 1.0 and steps <= 6
+    with pytest.raises(ValueError, match="request_infos"):
+        gym.make("WebShop-v0", request_infos=["secrets"])

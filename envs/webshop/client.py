@@ -17,9 +17,12 @@ class ShopError(RuntimeError):
 
 
 class RemoteBackend:
-    def __init__(self, server_url: str, mode: str, timeout: float = 30.0) -> None:
+    def __init__(
+        self, server_url: str, mode: str, timeout: float = 30.0, request_infos: tuple = ()
+    ) -> None:
         self.base = server_url.rstrip("/")
         self.mode = mode
+        self.request_infos = list(request_infos)
         self.timeout = timeout
         self.http = requests.Session()
         self.state: str | None = None  # the session token
@@ -44,7 +47,8 @@ class RemoteBackend:
 
     def start(self, goal: int) -> dict[str, Any]:
         out = self._call(
-            "POST", "/api/v1/sessions", {"goal": goal, "observation_mode": self.mode}
+            "POST", "/api/v1/sessions", {"goal": goal, "observation_mode": self.mode,
+             "request_infos": self.request_infos}
         )
         self.state = out.pop("session")
         return out
@@ -53,7 +57,8 @@ class RemoteBackend:
         out = self._call(
             "POST",
             "/api/v1/sessions/step",
-            {"session": self.state, "action": action, "observation_mode": self.mode},
+            {"session": self.state, "action": action, "observation_mode": self.mode,
+             "request_infos": self.request_infos},
         )
         self.state = out.pop("session")
         return out

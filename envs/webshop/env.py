@@ -11,18 +11,22 @@ from typing import Any
 
 from envs.base import TextEnv
 from servers.webshop.goals import GoalKind, split_range
-from servers.webshop.observe import OBSERVATION_MODES, ObservationMode, describe
+from servers.webshop.observe import EXTRA_INFOS, OBSERVATION_MODES, ObservationMode, describe
 from servers.webshop.shop import MAX_STEPS  # noqa: F401  (re-exported)
 
 
 class _LocalBackend:
     """Runs the shop's engine in this process."""
 
-    def __init__(self, catalog, goals: GoalKind, num_products: int | None, mode: ObservationMode):
+    def __init__(
+        self, catalog, goals: GoalKind, num_products: int | None, mode: ObservationMode,
+        request_infos: tuple[str, ...] = (),
+    ):
         from servers.webshop import open_shop
 
         self.shop = open_shop(catalog, goals=goals, num_products=num_products)
         self.mode = mode
+        self.request_infos = request_infos
         self.state = None
 
     @property
@@ -31,12 +35,12 @@ class _LocalBackend:
 
     def start(self, goal: int) -> dict[str, Any]:
         self.state = self.shop.initial_state(goal)
-        return describe(self.shop, self.state, self.mode)
+        return describe(self.shop, self.state, self.mode, request_infos=self.request_infos)
 
     def step(self, action: str) -> dict[str, Any]:
         result = self.shop.step(self.state, action)
         self.state = result.state
-        return describe(self.shop, self.state, self.mode, result)
+        return describe(self.shop, self.state, self.mode, result, self.request_infos)
 
     def goal(self, index: int):
         return self.shop.goals[index]
@@ -59,6 +63,8 @@ class WebShopEnv(TextEnv):
             generated catalog (default 1,000).
         split: the split random resets draw from: ``"train"`` (goals 1500..), ``"eval"``
             (500-1499) or ``"test"`` (0-499).
+        request_infos: extra infos to compute at every step: ``"expert_action"`` (the
+            goal-aware expert's next action; for demonstrations and scripted baselines).
 
     ``reset(options={"task": i})`` opens goal ``i``; ``reset(options={"split": "test"})``
     draws a goal of that split with the env's seeded RNG. Infos carry the contract's keys
@@ -75,6 +81,7 @@ class WebShopEnv(TextEnv):
         goals: GoalKind = "human",
         num_products: int | None = None,
         split: str = "train",
+        request_infos: tuple[str, ...] | list[str] = (),
         render_mode: str | None = None,
         timeout: float = 30.0,
     ) -> None:
@@ -82,12 +89,20 @@ class WebShopEnv(TextEnv):
         if observation_mode not in OBSERVATION_MODES:
             raise ValueError(f"observation_mode must be one of {OBSERVATION_MODES}")
         self.observation_mode = observation_mode
+        request_infos = tuple(request_infos)
+        unknown = set(request_infos) - set(EXTRA_INFOS)
+        if unknown:
+            raise ValueError(f"unknown request_infos {sorted(unknown)}; known: {EXTRA_INFOS}")
         if server_url is None:
-            self._backend = _LocalBackend(catalog, goals, num_products, observation_mode)
+            self._backend = _LocalBackend(
+                catalog, goals, num_products, observation_mode, request_infos
+            )
         else:
             from envs.webshop.client import RemoteBackend
 
-            self._backend = RemoteBackend(server_url, observation_mode, timeout=timeout)
+            self._backend = RemoteBackend(
+                server_url, observation_mode, timeout=timeout, request_infos=request_infos
+            )
         split_range(split, self._backend.num_goals)  # validates the name
         self.split = split
         self._done = True

@@ -19,6 +19,7 @@ API (request and response bodies are JSON; ``...`` is ``describe()``'s
   (null: a uniformly drawn goal)
 * ``POST /api/v1/sessions/step`` ``{session, action, observation_mode}`` -> ``{session, ...}``
 * ``POST /api/v1/sessions/observe`` ``{session, observation_mode}`` -> ``{session, ...}``
+* every session call also takes ``request_infos`` (e.g. ``["expert_action"]``) for extra infos
 * ``POST /api/v1/sessions/close`` ``{session}`` -> ``{closed: true}``: sessions live in their
   tokens, so there is nothing to free; it exists so clients can be written as for a stateful
   server.
@@ -50,7 +51,7 @@ from werkzeug.exceptions import HTTPException, abort
 from servers.webshop.catalog import Product
 from servers.webshop.goals import split_range
 from servers.webshop.html import render_error, render_html, results_url, search_url
-from servers.webshop.observe import OBSERVATION_MODES, describe
+from servers.webshop.observe import EXTRA_INFOS, OBSERVATION_MODES, describe
 from servers.webshop.pages import SUB_PAGES
 from servers.webshop.reward import compute_reward
 from servers.webshop.shop import MAX_QUERY_CHARS, MAX_STEPS, Shop, State
@@ -289,7 +290,8 @@ class _Views:
         return jsonify(closed=True)
 
     def _reply(self, state: State, mode: str, result=None) -> Response:
-        out = describe(self.shop, state, mode, result)
+        extras = _request_infos(request.get_json(silent=True))
+        out = describe(self.shop, state, mode, result, extras)
         return jsonify(session=encode_state(state, self.secret), **out)
 
     def _state(self, body: dict) -> State:
@@ -345,6 +347,15 @@ def _mode(body: dict) -> str:
     if not isinstance(mode, str) or mode not in OBSERVATION_MODES:
         abort(400, f"'observation_mode' must be one of {list(OBSERVATION_MODES)}")
     return mode
+
+
+def _request_infos(body: Any) -> tuple[str, ...]:
+    asked = body.get("request_infos") if isinstance(body, dict) else None
+    if asked is None:
+        return ()
+    if not isinstance(asked, list) or any(a not in EXTRA_INFOS for a in asked):
+        abort(400, f"'request_infos' must be a list drawn from {list(EXTRA_INFOS)}")
+    return tuple(asked)
 
 
 def _literal(text: str, what: str) -> Any:

@@ -14,6 +14,8 @@ from servers.webshop.shop import Shop, State, StepResult
 
 ObservationMode = Literal["text", "text_rich", "html"]
 OBSERVATION_MODES = ("text", "text_rich", "html")
+EXTRA_INFOS = ("expert_action",)
+"""Infos a caller may ask for on top of the contract's (TextWorld's EnvInfos idea)."""
 
 
 def state_key(state: State) -> str:
@@ -43,9 +45,15 @@ def with_feedback(obs: str, feedback: str, mode: ObservationMode) -> str:
 
 
 def describe(
-    shop: Shop, state: State, mode: ObservationMode = "text", result: StepResult | None = None
+    shop: Shop,
+    state: State,
+    mode: ObservationMode = "text",
+    result: StepResult | None = None,
+    request_infos: tuple[str, ...] = (),
 ) -> dict[str, Any]:
-    """Observation, reward, done and the contract's info fields for ``state``."""
+    """Observation, reward, done and the contract's info fields for ``state``, plus the
+    requested extras: ``expert_action`` (the goal-aware expert's next action, None when
+    done)."""
     page = shop.page(state)
     obs = observation(shop, state, mode)
     reward = 0.0
@@ -74,6 +82,10 @@ def describe(
         info["feedback"] = feedback
     if parts is not None:
         info["reward_parts"] = parts
+    if "expert_action" in request_infos:
+        from servers.webshop.expert import expert_action
+
+        info["expert_action"] = expert_action(shop, state)
     return {
         "observation": obs,
         "reward": float(reward),
