@@ -17,7 +17,9 @@ import itertools
 import json
 import os
 import random
+import tempfile
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -28,7 +30,7 @@ GoalKind = Literal["human", "synthetic"]
 PRICE_STEPS = tuple(10.0 * i for i in range(1, 100))
 NO_PRICE_LIMIT = 1_000_000.0
 SHUFFLE_SEED = 233
-GOALS_VERSION = 1
+GOALS_VERSION = 2
 SPLITS = {"test": (0, 500), "eval": (500, 1500), "train": (1500, None)}
 
 
@@ -118,26 +120,32 @@ def synthetic_goals(catalog: Catalog) -> list[Goal]:
     return goals
 
 
-def build_goals(catalog: Catalog, kind: GoalKind = "human") -> list[Goal]:
+def build_goals(catalog: Catalog, kind: GoalKind = "human") -> Sequence[Goal]:
     """All goals of one kind in the original's order (built, then shuffled with seed 233).
 
-    For a catalog opened from a store, the list is saved beside the store once, so that a
-    large catalog's products are scanned only the first time.
+    For a catalog opened from a store, the goals are written beside the store once and read
+    back lazily, so that a large catalog's products are scanned only the first time and its
+    goals cost no memory until used.
     """
     store_dir = getattr(catalog.products, "directory", None)
     if store_dir is None:
         return _build_goals(catalog, kind)
-    path = Path(store_dir) / f"goals-{kind}-v{GOALS_VERSION}.json"
-    if path.exists():
-        return [_goal_from_json(g) for g in json.loads(path.read_text(encoding="utf-8"))]
-    goals = _build_goals(catalog, kind)
-    tmp = path.with_suffix(f".{os.getpid()}.tmp")
-    tmp.write_text(json.dumps([dataclasses.asdict(g) for g in goals]), encoding="utf-8")
-    os.replace(tmp, path)
-    return goals
+    from servers.webshop.store import RecordFile, write_records
+
+    name = f"goals-{kind}-v{GOALS_VERSION}"
+    if not (Path(store_dir) / f"{name}.offsets.npy").exists():
+        goals = _build_goals(catalog, kind)
+        with tempfile.TemporaryDirectory(dir=store_dir) as tmp:
+            encoded = (json.dumps(dataclasses.asdict(g)).encode() for g in goals)
+            write_records(Path(tmp), name, encoded)
+            os.replace(Path(tmp) / f"{name}.bin", Path(store_dir) / f"{name}.bin")
+            # offsets last: their presence marks the list complete
+            os.replace(Path(tmp) / f"{name}.offsets.npy", Path(store_dir) / f"{name}.offsets.npy")
+    return RecordFile(Path(store_dir), name, _goal_from_json)
 
 
-def _goal_from_json(d: dict) -> Goal:
+def _goal_from_json(raw: bytes) -> Goal:
+    d = json.loads(raw)
     options = d["goal_options"]
     return Goal(
         **{

@@ -23,6 +23,7 @@ from __future__ import annotations
 import re
 import threading
 from collections import OrderedDict
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
 from servers.webshop.catalog import Catalog, Product
@@ -94,7 +95,7 @@ class Shop:
     """Catalog + search + goals, and the pure functions over sessions."""
 
     catalog: Catalog
-    goals: list[Goal]
+    goals: Sequence[Goal]
     search_engine: SearchEngine
     page_cache_size: int = 8192
     _pages: OrderedDict = field(default_factory=OrderedDict, repr=False)

@@ -5,25 +5,26 @@ takes about 15 GB. Instead, the files are streamed once (ijson) into a compact s
 their content: one JSON record per product in ``products.bin``, their byte offsets in
 ``offsets.npy`` and the ASINs sorted for lookup in ``asins.npy``. Serving memory-maps these and
 decodes a product only when a page or the reward needs it, so memory stays flat whatever the
-catalog size.
+catalog size. Goal lists are stored beside the products the same way.
 """
 
 from __future__ import annotations
 
 import json
 import mmap
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import ijson
 import numpy as np
 
 from servers.webshop.catalog import Product, product_from_record
 
-STORE_VERSION = 1
+STORE_VERSION = 2
 ASIN_LEN = 10
+T = TypeVar("T")
 
 
 def _encode(p: Product) -> bytes:
@@ -109,24 +110,24 @@ def build_store(
     if "items_human_ins" in files:
         with open(files["items_human_ins"], "rb") as f:
             human = {k: v for k, v in ijson.kvitems(f, "", use_float=True)}
-    offsets = [0]
     asins: list[str] = []
-    seen: set[str] = set()
-    with open(files["items_shuffle"], "rb") as src, open(out / "products.bin", "wb") as dst:
-        for n, record in enumerate(ijson.items(src, "item", use_float=True)):
-            if num_products is not None and n >= num_products:
-                break
-            asin = str(record.get("asin", "nan"))
-            if asin == "nan" or len(asin) > ASIN_LEN or asin in seen:
-                continue
-            seen.add(asin)
-            raw = _encode(product_from_record(record, ins_v2, human))
-            dst.write(raw)
-            offsets.append(offsets[-1] + len(raw))
-            asins.append(asin)
-            if progress is not None and len(asins) % 10_000 == 0:
-                progress(len(asins))
-    np.save(out / "offsets.npy", np.asarray(offsets, dtype=np.int64))
+
+    def products() -> Iterator[bytes]:
+        seen: set[str] = set()
+        with open(files["items_shuffle"], "rb") as src:
+            for n, record in enumerate(ijson.items(src, "item", use_float=True)):
+                if num_products is not None and n >= num_products:
+                    break
+                asin = str(record.get("asin", "nan"))
+                if asin == "nan" or len(asin) > ASIN_LEN or asin in seen:
+                    continue
+                seen.add(asin)
+                asins.append(asin)
+                if progress is not None and len(asins) % 10_000 == 0:
+                    progress(len(asins))
+                yield _encode(product_from_record(record, ins_v2, human))
+
+    write_records(out, "products", products())
     keys = np.asarray(asins, dtype=f"S{ASIN_LEN}")
     order = np.argsort(keys, kind="stable")
     np.save(out / "asins.npy", keys[order])
@@ -134,25 +135,27 @@ def build_store(
     (out / "store.json").write_text(json.dumps({"version": STORE_VERSION, "n": len(asins)}))
 
 
-class ProductStore(Sequence[Product]):
-    """The products of a store, in load order, decoded on access (recent ones cached)."""
+class RecordFile(Sequence[T]):
+    """Records stored as concatenated JSON texts (``<name>.bin``) with their byte offsets
+    (``<name>.offsets.npy``), memory-mapped and decoded on access (recent ones cached)."""
 
-    def __init__(self, directory: Path, cache_size: int = 16_384) -> None:
+    def __init__(
+        self, directory: Path, name: str, decode: Callable[[bytes], T], cache_size: int = 16_384
+    ) -> None:
         self.directory = Path(directory)
-        self._offsets = np.load(self.directory / "offsets.npy", mmap_mode="r")
-        self._asins = np.load(self.directory / "asins.npy", mmap_mode="r")
-        self._order = np.load(self.directory / "asin_order.npy", mmap_mode="r")
-        path = self.directory / "products.bin"
+        self._offsets = np.load(self.directory / f"{name}.offsets.npy", mmap_mode="r")
+        path = self.directory / f"{name}.bin"
         self._file = open(path, "rb")  # noqa: SIM115  (kept open for the mmap's lifetime)
         size = path.stat().st_size
         self._data = mmap.mmap(self._file.fileno(), 0, access=mmap.ACCESS_READ) if size else b""
+        self._decode = decode
         self._get = lru_cache(maxsize=cache_size)(self._load)
 
     def __len__(self) -> int:
         return len(self._offsets) - 1
 
-    def _load(self, i: int) -> Product:
-        return _decode(self._data[int(self._offsets[i]) : int(self._offsets[i + 1])])
+    def _load(self, i: int) -> T:
+        return self._decode(self._data[int(self._offsets[i]):int(self._offsets[i + 1])])
 
     def __getitem__(self, i):  # type: ignore[override]
         if isinstance(i, slice):
@@ -161,13 +164,33 @@ class ProductStore(Sequence[Product]):
         if i < 0:
             i += n
         if not 0 <= i < n:
-            raise IndexError(f"product index {i} out of range")
+            raise IndexError(f"record index {i} out of range")
         return self._get(i)
 
-    def __iter__(self) -> Iterator[Product]:
+    def __iter__(self) -> Iterator[T]:
         # A full scan decodes without filling the cache.
         for i in range(len(self)):
             yield self._load(i)
+
+
+def write_records(directory: Path, name: str, records: Iterable[bytes]) -> int:
+    """Write encoded records as a :class:`RecordFile`; returns their number."""
+    offsets = [0]
+    with open(directory / f"{name}.bin", "wb") as f:
+        for raw in records:
+            f.write(raw)
+            offsets.append(offsets[-1] + len(raw))
+    np.save(directory / f"{name}.offsets.npy", np.asarray(offsets, dtype=np.int64))
+    return len(offsets) - 1
+
+
+class ProductStore(RecordFile[Product]):
+    """The products of a store, in load order, with ASIN lookup."""
+
+    def __init__(self, directory: Path, cache_size: int = 16_384) -> None:
+        super().__init__(directory, "products", _decode, cache_size)
+        self._asins = np.load(self.directory / "asins.npy", mmap_mode="r")
+        self._order = np.load(self.directory / "asin_order.npy", mmap_mode="r")
 
     def position(self, asin: str) -> int | None:
         """Catalog position of ``asin`` (exact, or upper-cased), or None."""
