@@ -27,6 +27,36 @@ def _demo(args: argparse.Namespace) -> int:
     return 0
 
 
+def _eval(args: argparse.Namespace) -> int:
+    from gagpo.evaluate import PolicySpec, evaluate
+
+    spec = PolicySpec(
+        name=args.policy, mode=args.mode, temperature=args.temperature, top_p=args.top_p,
+        max_new_tokens=args.max_new_tokens, server_model=args.server_model, seed=args.seed,
+    )
+    env_kwargs = {}
+    for item in args.env_arg or []:
+        key, _, value = item.partition("=")
+        if not key or not _:
+            raise ValueError(f"--env-arg takes KEY=VALUE, not {item!r}")
+        env_kwargs[key] = _parse_value(value)
+    evaluate(
+        args.env, spec, split=args.split, episodes=args.episodes, batch=args.batch,
+        backend=args.backend, env_kwargs=env_kwargs, out=args.out,
+        history_length=args.history_length,
+    )
+    return 0
+
+
+def _parse_value(text: str):
+    for cast in (int, float):
+        try:
+            return cast(text)
+        except ValueError:
+            pass
+    return text
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="gagpo", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -43,6 +73,32 @@ def build_parser() -> argparse.ArgumentParser:
                       help="first N products of --catalog, or the generated catalog's size")
     shop.add_argument("--threads", type=int, default=8, help="server worker threads")
     shop.set_defaults(func=_serve)
+
+    ev = sub.add_parser("eval", help="evaluate a policy: success and score per task type")
+    ev.add_argument("--env", required=True, help="a registered env id, e.g. WebShop-v0")
+    ev.add_argument("--policy", required=True,
+                    help="expert | random | tiny | smollm2-135m | a Hugging Face id or local "
+                         "path | openai:<base url> (an OpenAI-compatible chat server)")
+    ev.add_argument("--server-model", default=None, help="model name for an openai: policy")
+    ev.add_argument("--mode", choices=["generate", "score"], default="generate",
+                    help="model policies: generate replies, or score the admissible actions")
+    ev.add_argument("--split", default=None, help="test/eval/train (WebShop), "
+                    "valid_seen/valid_unseen/train (ALFWorld); default: the env's")
+    ev.add_argument("--episodes", type=int, default=100, help="the split's first N tasks")
+    ev.add_argument("--batch", type=int, default=16, help="episodes played together")
+    ev.add_argument("--backend", choices=["inprocess", "process", "ray"], default="inprocess")
+    ev.add_argument("--temperature", type=float, default=0.4,
+                    help="sampling temperature (the papers validate at 0.4; 0 = greedy)")
+    ev.add_argument("--top-p", type=float, default=1.0)
+    ev.add_argument("--max-new-tokens", type=int, default=256)
+    ev.add_argument("--history-length", type=int, default=2,
+                    help="(observation, action) pairs in the prompt")
+    ev.add_argument("--seed", type=int, default=0)
+    ev.add_argument("--env-arg", action="append", metavar="KEY=VALUE",
+                    help="extra gymnasium.make() argument (repeatable), e.g. goals=synthetic")
+    ev.add_argument("--out", default=None,
+                    help="folder for summary.json and trajectories.jsonl")
+    ev.set_defaults(func=_eval)
 
     demo = sub.add_parser("demo", help="the main job on the embedded defaults")
     demo.add_argument("--episodes", type=int, default=500)

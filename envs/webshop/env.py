@@ -104,12 +104,21 @@ class WebShopEnv(TextEnv):
                 server_url, observation_mode, timeout=timeout, request_infos=request_infos
             )
         split_range(split, self._backend.num_goals)  # validates the name
+        self.report_label = (
+            "WebShop (served shop)" if server_url
+            else "WebShop" if catalog else "WebShop (embedded generated catalog)"
+        )
+        """How reports name this environment: results on generated data say so."""
         self.split = split
         self._done = True
 
     @property
     def num_goals(self) -> int:
         return self._backend.num_goals
+
+    def split_tasks(self, split: str | None = None) -> range:
+        """Goal indices of ``split`` (default: the env's), in order."""
+        return split_range(split or self.split, self.num_goals)
 
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None

@@ -68,6 +68,7 @@ def describe(
     goal = shop.goal_of(state)
     info: dict[str, Any] = {
         "task_id": f"webshop:{state.goal}",
+        "task_type": goal.category,
         "instruction": goal.instruction_text,
         "admissible_actions": page.admissible_actions(),
         "state_key": state_key(state),

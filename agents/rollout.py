@@ -1,0 +1,161 @@
+"""Running a policy over a group vector env: the step table.
+
+One row per environment step, in the order steps happened:
+
+==================  ===========================================================================
+``group``           index of the task in the rollout (the N of N x G)
+``trajectory``      index of the episode (= the env index, ``group * G + copy``)
+``t``               step number inside the episode, from 0
+``task_id``         the env's task id
+``task_type``       the env's task type (``info["task_type"]``; WebShop: the product category)
+``state_key``       the env's state key *before* the action (the state the action was taken in)
+``observation``     the observation the prompt showed
+``prompt``          the chat messages sent to the policy
+``reply``           the policy's reply text
+``action``          what was sent to the env (the parsed action, or the raw reply if none)
+``well_formed``     the reply had the ``<think>..</think><action>..</action>`` shape
+``action_valid``    the env accepted the action
+``reward``          the env's reward for this step
+``done``            the episode ended at this step (terminated or truncated)
+``terminated``      ended by the task (WebShop: bought; ALFWorld: won)
+``won``             the task is accomplished after this step
+``score``           the env's score after this step
+``token_ids``       the reply's token ids (empty for policies that do not expose them)
+``logprobs``        their log-probs under the policy that sampled them
+``failed``          the episode was lost to a dead env worker
+==================  ===========================================================================
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from agents.policies.base import Policy
+from agents.react import ReActAgent
+
+
+@dataclass
+class StepRow:
+    group: int
+    trajectory: int
+    t: int
+    task_id: str
+    task_type: str
+    state_key: str
+    observation: str
+    prompt: list[dict[str, str]]
+    reply: str
+    action: str
+    well_formed: bool
+    action_valid: bool
+    reward: float
+    done: bool
+    terminated: bool
+    won: bool
+    score: float
+    token_ids: list[int] = field(default_factory=list)
+    logprobs: list[float] = field(default_factory=list)
+    failed: bool = False
+
+
+@dataclass
+class StepTable:
+    """The rows of one rollout, plus per-episode summaries."""
+
+    rows: list[StepRow]
+    num_envs: int
+    group_size: int
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def column(self, name: str) -> np.ndarray:
+        return np.asarray([getattr(r, name) for r in self.rows])
+
+    def episodes(self) -> list[dict[str, Any]]:
+        """One summary per trajectory: task, length, return, final score, won, failed."""
+        out: dict[int, dict[str, Any]] = {}
+        for r in self.rows:
+            e = out.setdefault(r.trajectory, {
+                "trajectory": r.trajectory, "group": r.group, "task_id": r.task_id,
+                "task_type": r.task_type,
+                "length": 0, "return": 0.0, "score": 0.0, "won": False, "failed": False,
+                "invalid_actions": 0,
+            })
+            e["length"] += 1
+            e["return"] += r.reward
+            e["score"], e["won"] = r.score, r.won
+            e["failed"] = e["failed"] or r.failed
+            e["invalid_actions"] += not r.action_valid
+        return [out[k] for k in sorted(out)]
+
+    def write_jsonl(self, path: str | Path) -> None:
+        """Every row as one JSON line (UTF-8)."""
+        with open(path, "w", encoding="utf-8") as f:
+            for r in self.rows:
+                f.write(json.dumps(asdict(r), ensure_ascii=False) + "\n")
+
+
+def rollout(
+    policy: Policy,
+    agent: ReActAgent,
+    vec,
+    tasks: Sequence[int | str],
+    seeds: Sequence[int] | None = None,
+    on_step: Callable[[int], None] | None = None,
+) -> StepTable:
+    """Play one episode in every env of ``vec`` (a :class:`envs.vector.GroupVectorEnv`):
+    group ``i`` plays ``tasks[i]``. The policy is asked once per step for all live envs
+    together (one batch). ``on_step(n_finished)`` is called after every vector step, for
+    progress bars."""
+    obs, infos = vec.reset(tasks, seeds)
+    n, size = vec.num_envs, vec.group_size
+    agent.reset()
+    t = np.zeros(n, dtype=int)
+    rows: list[StepRow] = []
+    while vec.live.any():
+        live = np.flatnonzero(vec.live)
+        requests = agent.requests([obs[i] for i in live], [infos[i] for i in live], live)
+        replies = policy.act(requests)
+        if len(replies) != len(requests):
+            raise RuntimeError(f"the policy gave {len(replies)} replies to {len(requests)}")
+        parsed = agent.parse_replies(replies, requests)
+        actions: list[str | None] = [None] * n
+        for i, p, rep in zip(live, parsed, replies, strict=True):
+            # A reply without an action is still sent: the env answers it as an invalid
+            # action (a no-op with feedback), which is what the agent must learn to avoid.
+            actions[i] = p.action if p.action is not None else rep.text
+        new_obs, rewards, terminated, truncated, new_infos = vec.step(actions)
+        for k, i in enumerate(live):
+            info = new_infos[i] or {}
+            failed = bool(vec.failed[i])
+            rows.append(StepRow(
+                group=int(i // size), trajectory=int(i), t=int(t[i]),
+                task_id=str(infos[i].get("task_id", "")),
+                task_type=str(infos[i].get("task_type", "")),
+                state_key=str(infos[i].get("state_key", "")),
+                observation=obs[i], prompt=requests[k].messages, reply=replies[k].text,
+                action=actions[i], well_formed=parsed[k].well_formed,
+                action_valid=bool(info.get("action_valid", False)),
+                reward=float(rewards[i]), done=bool(terminated[i] or truncated[i]),
+                terminated=bool(terminated[i]), won=bool(info.get("won", False)),
+                score=float(info.get("score", 0.0)),
+                token_ids=list(replies[k].token_ids), logprobs=list(replies[k].logprobs),
+                failed=failed,
+            ))
+            if failed:  # the whole episode is unusable, not just its last step
+                for r in rows:
+                    if r.trajectory == i:
+                        r.failed = True
+            agent.observe(int(i), obs[i], actions[i])
+            obs[i], infos[i] = new_obs[i], info
+            t[i] += 1
+        if on_step is not None:
+            on_step(int(n - vec.live.sum()))
+    return StepTable(rows=rows, num_envs=n, group_size=size)

@@ -1,0 +1,191 @@
+"""``gagpo eval``: many episodes of a policy, summarised as a table a reader can trust.
+
+Success rate and score per task type with 95% confidence intervals (Wilson for rates, the
+normal approximation for mean scores), printed as a table and written as JSON, and every
+trajectory's steps as JSONL.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from tqdm import tqdm
+
+Z95 = 1.959964
+
+
+def wilson(successes: int, n: int) -> tuple[float, float]:
+    """95% Wilson score interval of a success rate (well-behaved at 0 and 1)."""
+    if n == 0:
+        return 0.0, 0.0
+    p = successes / n
+    denom = 1 + Z95**2 / n
+    centre = (p + Z95**2 / (2 * n)) / denom
+    half = Z95 * math.sqrt(p * (1 - p) / n + Z95**2 / (4 * n * n)) / denom
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def mean_interval(x: np.ndarray) -> tuple[float, float, float]:
+    """Mean and its 95% normal-approximation interval."""
+    if len(x) == 0:
+        return 0.0, 0.0, 0.0
+    m = float(np.mean(x))
+    half = Z95 * float(np.std(x, ddof=1)) / math.sqrt(len(x)) if len(x) > 1 else 0.0
+    return m, m - half, m + half
+
+
+@dataclass
+class PolicySpec:
+    """What ``--policy`` names: a scripted policy, a transformers model, or a chat server."""
+
+    name: str
+    mode: str = "generate"
+    temperature: float = 0.4
+    top_p: float = 1.0
+    max_new_tokens: int = 256
+    server_model: str | None = None
+    seed: int = 0
+
+
+def build_policy(spec: PolicySpec):
+    """``expert``, ``random``, ``openai:<base url>`` (with ``server_model``), or a model:
+    ``tiny``, ``smollm2-135m``, a Hugging Face id or a local path."""
+    if spec.name == "expert":
+        from agents.policies.scripted import ExpertPolicy
+
+        return ExpertPolicy()
+    if spec.name == "random":
+        from agents.policies.scripted import RandomPolicy
+
+        return RandomPolicy(seed=spec.seed)
+    if spec.name.startswith("openai:"):
+        from agents.policies.openai_compat import OpenAICompatiblePolicy
+
+        if not spec.server_model:
+            raise ValueError("an openai: policy needs --server-model (the served model's name)")
+        return OpenAICompatiblePolicy(
+            spec.name.removeprefix("openai:"), spec.server_model,
+            temperature=spec.temperature, top_p=spec.top_p, max_tokens=spec.max_new_tokens,
+        )
+    from agents.models import load_model
+    from agents.policies.hf import TransformersPolicy
+
+    model, tokenizer = load_model(spec.name)
+    return TransformersPolicy(
+        model, tokenizer, mode=spec.mode, temperature=spec.temperature, top_p=spec.top_p,
+        max_new_tokens=spec.max_new_tokens, seed=spec.seed,
+    )
+
+
+def summarise(episodes: list[dict[str, Any]]) -> dict[str, Any]:
+    """Per task type and overall: episodes, success rate and mean score with 95% intervals."""
+    by_type: dict[str, list[dict]] = defaultdict(list)
+    for e in episodes:
+        by_type[e["task_type"]].append(e)
+    rows = {}
+    for name, group in [*sorted(by_type.items()), ("all", episodes)]:
+        won = sum(bool(e["won"]) for e in group)
+        lo, hi = wilson(won, len(group))
+        score, s_lo, s_hi = mean_interval(np.asarray([e["score"] for e in group], float))
+        rows[name] = {
+            "episodes": len(group),
+            "success": won / max(1, len(group)), "success_ci95": [lo, hi],
+            "score": score, "score_ci95": [s_lo, s_hi],
+            "mean_length": float(np.mean([e["length"] for e in group])) if group else 0.0,
+            "failed": sum(bool(e["failed"]) for e in group),
+        }
+    return rows
+
+
+def format_table(title: str, rows: dict[str, Any], score_scale: float) -> str:
+    lines = [title, f"{'task type':<34}{'n':>5}  {'success % [95% CI]':<24}{'score [95% CI]':<24}"]
+    for name, r in rows.items():
+        lo, hi = r["success_ci95"]
+        s, (slo, shi) = r["score"] * score_scale, r["score_ci95"]
+        lines.append(
+            f"{name:<34}{r['episodes']:>5}  "
+            f"{100 * r['success']:5.1f} [{100 * lo:5.1f}, {100 * hi:5.1f}]      "
+            f"{s:5.1f} [{slo * score_scale:5.1f}, {shi * score_scale:5.1f}]"
+        )
+    return "\n".join(lines)
+
+
+def evaluate(
+    env_id: str,
+    policy_spec: PolicySpec,
+    *,
+    split: str | None = None,
+    episodes: int = 100,
+    batch: int = 16,
+    backend: str = "inprocess",
+    env_kwargs: dict[str, Any] | None = None,
+    out: str | Path | None = None,
+    history_length: int = 2,
+    progress: bool = True,
+) -> dict[str, Any]:
+    """Evaluate a policy on the first ``episodes`` tasks of ``split``, ``batch`` at a time."""
+    import gymnasium as gym
+
+    import envs  # noqa: F401  (registers the environments)
+    from agents.react import ReActAgent
+    from agents.rollout import rollout
+    from envs.vector import GroupVectorEnv
+
+    env_kwargs = dict(env_kwargs or {})
+    if split is not None:
+        env_kwargs["split"] = split
+    if policy_spec.name == "expert":
+        env_kwargs["request_infos"] = ["expert_action"]
+    probe = gym.make(env_id, **env_kwargs)
+    tasks = list(probe.unwrapped.split_tasks())[:episodes]
+    label = getattr(probe.unwrapped, "report_label", env_id)
+    probe.close()
+    policy = build_policy(policy_spec)
+    agent = ReActAgent(env_id, history_length=history_length)
+    all_episodes: list[dict[str, Any]] = []
+    out_dir = Path(out) if out else None
+    if out_dir:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        (out_dir / "trajectories.jsonl").write_text("")
+    started = time.perf_counter()
+    bar = tqdm(total=len(tasks), desc=f"eval {env_id}", unit="ep", disable=not progress)
+    vec = None
+    try:
+        for start in range(0, len(tasks), batch):
+            chunk = tasks[start:start + batch]
+            if vec is None or vec.n_tasks != len(chunk):
+                if vec is not None:
+                    vec.close()
+                vec = GroupVectorEnv(env_id, len(chunk), 1, backend=backend,
+                                     env_kwargs=env_kwargs)
+            done_before = bar.n
+            table = rollout(policy, agent, vec, chunk,
+                            on_step=lambda k, base=done_before: bar.update(base + k - bar.n))
+            all_episodes.extend(table.episodes())
+            if out_dir:
+                with open(out_dir / "trajectories.jsonl", "a", encoding="utf-8") as f:
+                    for r in table.rows:
+                        row = r.__dict__ | {"task_index": start + r.group}
+                        f.write(json.dumps(row, ensure_ascii=False) + "\n")
+    finally:
+        bar.close()
+        if vec is not None:
+            vec.close()
+    rows = summarise(all_episodes)
+    summary = {
+        "env": env_id, "label": label, "policy": policy_spec.__dict__, "split": split,
+        "episodes": len(all_episodes), "seconds": time.perf_counter() - started, "by_type": rows,
+    }
+    scale = 100.0 if env_id.startswith("WebShop") else 1.0
+    print(format_table(f"{label}: {policy_spec.name} on {split or 'default split'}", rows,
+                       score_scale=scale))
+    if out_dir:
+        (out_dir / "summary.json").write_text(json.dumps(summary, indent=2))
+    return summary
