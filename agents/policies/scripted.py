@@ -1,0 +1,64 @@
+"""Scripted policies: the environment's expert and a uniform random policy.
+
+Both answer in the ReAct format (``<think>...</think><action>...</action>``), so their replies
+go through the same parser as a model's. They know no tokens: ``token_ids`` and ``logprobs``
+stay empty.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+from agents.parser import fill_template, is_template
+from agents.policies.base import Reply, Request
+
+
+def format_reply(action: str, thought: str = "") -> str:
+    """A well-formed ReAct reply carrying ``action``."""
+    return f"<think>{thought}</think><action>{action}</action>"
+
+
+class ExpertPolicy:
+    """Replays the environment's expert: the action in ``request.info[key]``.
+
+    Environments compute it on request (WebShop-v0: ``gym.make(..., request_infos=
+    ["expert_action"])``). A list (an expert plan) gives its first action. When the info holds
+    None (the episode is over) the reply has an empty action, which the parser rejects.
+    """
+
+    def __init__(self, key: str = "expert_action") -> None:
+        self.key = key
+
+    def _action(self, info: dict[str, Any]) -> str:
+        if self.key not in info:
+            raise KeyError(
+                f"info has no {self.key!r}: ask the environment for it "
+                f"(e.g. gym.make(..., request_infos=[{self.key!r}]))"
+            )
+        value = info[self.key]
+        if isinstance(value, (list, tuple)):
+            value = value[0] if value else None
+        return "" if value is None else str(value)
+
+    def act(self, requests: list[Request]) -> list[Reply]:
+        return [Reply(format_reply(self._action(r.info), "expert")) for r in requests]
+
+
+class RandomPolicy:
+    """Uniform over the admissible actions; a ``<query>`` template is filled with the
+    instruction. Seeded: the same seed and requests give the same replies."""
+
+    def __init__(self, seed: int | None = None) -> None:
+        self.rng = random.Random(seed)
+
+    def act(self, requests: list[Request]) -> list[Reply]:
+        replies = []
+        for r in requests:
+            action = ""
+            if r.admissible_actions:
+                action = r.admissible_actions[self.rng.randrange(len(r.admissible_actions))]
+                if is_template(action):
+                    action = fill_template(action, str(r.info.get("instruction", "")))
+            replies.append(Reply(format_reply(action, "random")))
+        return replies

@@ -1,0 +1,173 @@
+"""The ReAct agent: prompts from observations and infos, actions from replies.
+
+The agent holds one :class:`~agents.memory.EpisodeMemory` per environment index; it does not
+call a policy or step an environment (``agents.rollout`` does). One step of a rollout::
+
+    requests = agent.requests(observations, infos)      # one Request per env
+    replies = policy.act(requests)
+    parsed = agent.parse_replies(replies, requests)     # ParsedAction per reply
+    ... env.step(p.action or reply.text) ...
+    agent.observe(i, observations[i], p.action or reply.text)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from agents.memory import EpisodeMemory
+from agents.parser import ParsedAction, parse_reply
+from agents.policies.base import Reply, Request
+from agents.prompts import build_messages, resolve_env_name
+
+DEFAULT_MAX_STEPS = {"webshop": 15, "alfworld": 50}
+"""The papers' episode limits, mentioned in prompts unless ``max_steps`` says otherwise."""
+
+
+class ReActAgent:
+    """Builds each step's prompt and parses each reply.
+
+    Args:
+        env_name: ``"webshop"``/``"alfworld"`` or an env id such as ``"WebShop-v0"``.
+        history_length: (observation, action) pairs shown in the prompt (the papers use 2).
+        max_prompt_chars: cap on the prompt's length in characters.
+        max_prompt_tokens: cap in tokens of the chat-formatted prompt; needs ``tokenizer``.
+        tokenizer: a transformers tokenizer, to count tokens.
+        map_near_miss: map a near-miss action to the closest admissible one when parsing.
+        near_miss_cutoff: rapidfuzz ratio (0-100) a near miss must reach.
+        max_steps: the step limit mentioned in prompts (default: the env's, 0 for none).
+
+    Over a cap, history is dropped oldest first; the task, the current observation and the
+    admissible actions are never cut, so a prompt may stay over the cap when they alone are.
+    """
+
+    def __init__(
+        self,
+        env_name: str,
+        history_length: int = 2,
+        *,
+        max_prompt_chars: int | None = None,
+        max_prompt_tokens: int | None = None,
+        tokenizer: Any = None,
+        map_near_miss: bool = False,
+        near_miss_cutoff: float = 80.0,
+        max_steps: int | None = None,
+    ) -> None:
+        self.env_name = resolve_env_name(env_name)
+        if history_length < 0:
+            raise ValueError("history_length must be >= 0")
+        if max_prompt_tokens is not None and tokenizer is None:
+            raise ValueError("max_prompt_tokens needs a tokenizer")
+        self.history_length = history_length
+        self.max_prompt_chars = max_prompt_chars
+        self.max_prompt_tokens = max_prompt_tokens
+        self.tokenizer = tokenizer
+        self.map_near_miss = map_near_miss
+        self.near_miss_cutoff = near_miss_cutoff
+        self.max_steps = DEFAULT_MAX_STEPS[self.env_name] if max_steps is None else max_steps
+        self._memories: dict[int, EpisodeMemory] = {}
+
+    # --- memory -------------------------------------------------------------------------------
+
+    def memory(self, env_index: int) -> EpisodeMemory:
+        if env_index not in self._memories:
+            self._memories[env_index] = EpisodeMemory(self.history_length)
+        return self._memories[env_index]
+
+    def observe(self, env_index: int, observation: str, action: str) -> None:
+        """Record that ``action`` was taken in env ``env_index`` when ``observation`` was shown."""
+        self.memory(env_index).add(observation, action)
+
+    def reset(self, env_index: int | None = None) -> None:
+        """Forget one environment's episode (a new one starts), or every environment's."""
+        if env_index is None:
+            self._memories.clear()
+        else:
+            self._memories.pop(env_index, None)
+
+    # --- prompts ------------------------------------------------------------------------------
+
+    def prompt_length(self, messages: list[dict[str, str]]) -> int:
+        """Chat-formatted tokens when ``max_prompt_tokens`` is set, else characters."""
+        if self.max_prompt_tokens is not None:
+            tok = self.tokenizer
+            if getattr(tok, "chat_template", None):
+                text = tok.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+            else:
+                text = "\n".join(m["content"] for m in messages)
+            return len(tok(text, add_special_tokens=False)["input_ids"])
+        return sum(len(m["content"]) for m in messages)
+
+    def _fits(self, messages: list[dict[str, str]]) -> bool:
+        chars = sum(len(m["content"]) for m in messages)
+        if self.max_prompt_chars is not None and chars > self.max_prompt_chars:
+            return False
+        return not (
+            self.max_prompt_tokens is not None
+            and self.prompt_length(messages) > self.max_prompt_tokens
+        )
+
+    def messages(self, env_index: int, observation: str, info: dict[str, Any]) -> list[dict]:
+        """The chat prompt for env ``env_index`` now, history trimmed to fit the cap."""
+        mem = self.memory(env_index)
+        history = mem.recent()
+
+        def build(h: list[tuple[str, str]]) -> list[dict[str, str]]:
+            return build_messages(
+                self.env_name,
+                str(info.get("instruction", "")),
+                mem.steps,
+                h,
+                observation,
+                list(info.get("admissible_actions", [])),
+                max_steps=self.max_steps or None,
+            )
+
+        for keep in range(len(history), 0, -1):
+            messages = build(history[len(history) - keep:])
+            if self._fits(messages):
+                return messages
+        # No history left to drop: the current observation stays whole even over the cap.
+        return build([])
+
+    def requests(
+        self,
+        observations: Sequence[str],
+        infos: Sequence[dict[str, Any]],
+        env_indices: Sequence[int] | None = None,
+    ) -> list[Request]:
+        """One :class:`Request` per observation; ``env_indices`` name their environments
+        (default ``0..n-1``)."""
+        if len(observations) != len(infos):
+            raise ValueError("observations and infos differ in length")
+        indices = range(len(observations)) if env_indices is None else env_indices
+        if len(indices) != len(observations):
+            raise ValueError("env_indices and observations differ in length")
+        return [
+            Request(
+                messages=self.messages(int(i), obs, info),  # numpy indices welcome
+                admissible_actions=list(info.get("admissible_actions", [])),
+                info=info,
+            )
+            for i, obs, info in zip(indices, observations, infos, strict=True)
+        ]
+
+    # --- replies ------------------------------------------------------------------------------
+
+    def parse(self, text: str, admissible_actions: Sequence[str]) -> ParsedAction:
+        """The action of one reply (see :mod:`agents.parser`)."""
+        return parse_reply(
+            text,
+            admissible_actions,
+            map_near_miss=self.map_near_miss,
+            near_miss_cutoff=self.near_miss_cutoff,
+        )
+
+    def parse_replies(
+        self, replies: Sequence[Reply], requests: Sequence[Request]
+    ) -> list[ParsedAction]:
+        """The action of each reply, judged against its request's admissible actions."""
+        return [
+            self.parse(rep.text, req.admissible_actions)
+            for rep, req in zip(replies, requests, strict=True)
+        ]

@@ -1,0 +1,257 @@
+"""The transformers policy on the tiny model: a deterministic build, log-probs equal to a
+separate forward pass, batched = unbatched greedy decoding, and scoring that picks the most
+likely admissible action."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from agents.models import (
+    TAG_TOKENS,
+    build_tiny_model,
+    build_tiny_tokenizer,
+    fingerprint,
+    load_model,
+)
+from agents.policies import Policy, TransformersPolicy
+from agents.policies.base import Request
+from agents.react import ReActAgent
+
+torch.set_num_threads(1)  # 2 threads are 10-25x slower for small models here (stack.md)
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    return load_model("tiny", device="cpu")
+
+
+def chat(text):
+    return [{"role": "user", "content": text}]
+
+
+def requests_of(*texts, actions=("click[buy now]",), instruction="red shoes"):
+    return [Request(chat(t), list(actions), {"instruction": instruction}) for t in texts]
+
+
+PROMPTS = ["hi", "find a red pair of running shoes " * 3, "what now? " * 12]
+
+
+def forward_logprobs(model, prompt, reply, temperature=1.0):
+    """log_softmax(logits / T) of ``reply``'s tokens after ``prompt``: one plain forward pass
+    over the unpadded sequence, independent of the policy's code."""
+    ids = torch.tensor([prompt + reply])
+    with torch.no_grad():
+        logits = model(input_ids=ids).logits[0].float()
+    logp = F.log_softmax(logits[len(prompt) - 1: -1] / temperature, dim=-1)
+    return logp.gather(-1, torch.tensor(reply)[:, None])[:, 0]
+
+
+# --- the tiny model -------------------------------------------------------------------------
+
+def test_tiny_build_is_deterministic(tiny):
+    tok_a, tok_b = build_tiny_tokenizer(), build_tiny_tokenizer()
+    state = torch.get_rng_state()
+    model_a, model_b = build_tiny_model(tok_a), build_tiny_model(tok_b)
+    assert torch.equal(state, torch.get_rng_state())  # the caller's RNG is left alone
+    assert fingerprint(model_a, tok_a) == fingerprint(model_b, tok_b)
+    # The cached copy loads as the same model and tokenizer.
+    model, tok = tiny
+    for name, tensor in model_a.state_dict().items():
+        assert torch.equal(tensor, model.state_dict()[name]), name
+    text = "<|im_start|>user\nsearch[red shoes] <think>hm</think><action>look</action><|im_end|>"
+    assert tok(text)["input_ids"] == tok_a(text)["input_ids"]
+    # Another process (its own hash seed, its own RNG) builds the very same thing.
+    code = ("from agents.models import build_tiny_model as m, build_tiny_tokenizer as t, "
+            "fingerprint; k = t(); print(fingerprint(m(k), k))")
+    env = {**os.environ, "PYTHONHASHSEED": "12345", "OMP_NUM_THREADS": "1"}
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True,
+                         text=True, timeout=120, check=True)
+    assert out.stdout.strip().splitlines()[-1] == fingerprint(model_a, tok_a)
+
+
+def test_tiny_tokenizer(tiny):
+    _, tok = tiny
+    assert tok.padding_side == "left"
+    assert tok.pad_token_id is not None and tok.pad_token_id != tok.eos_token_id
+    for tag in TAG_TOKENS:  # the reply format's tags are single tokens
+        assert len(tok(tag, add_special_tokens=False)["input_ids"]) == 1
+    text = tok.apply_chat_template(chat("hello"), tokenize=False, add_generation_prompt=True)
+    assert text == "<|im_start|>user\nhello<|im_end|>\n<|im_start|>assistant\n"
+    batch = tok(["a", "a b c d"], padding=True)
+    assert batch["attention_mask"][0][0] == 0  # padded on the left
+    assert tok.decode(tok("Café › 12 oz")["input_ids"]) == "Café › 12 oz"  # byte-level
+
+
+def test_policy_keeps_the_interface(tiny):
+    assert isinstance(TransformersPolicy(*tiny), Policy)
+    with pytest.raises(ValueError):
+        TransformersPolicy(*tiny, mode="beam")
+    with pytest.raises(ValueError):
+        TransformersPolicy(*tiny, top_p=0.0)
+
+
+# --- generation -----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("temperature, top_p", [(1.0, 1.0), (0.7, 0.9), (0.0, 1.0)])
+def test_generation_logprobs_equal_a_separate_forward_pass(tiny, temperature, top_p):
+    model, tok = tiny
+    policy = TransformersPolicy(model, tok, temperature=temperature, top_p=top_p,
+                                max_new_tokens=24, batch_size=3, seed=0)
+    replies = policy.act(requests_of(*PROMPTS))
+    for req, reply in zip(requests_of(*PROMPTS), replies, strict=True):
+        assert reply.prompt_token_ids == policy.prompt_ids(req.messages)
+        assert 0 < len(reply.token_ids) <= 24 and len(reply.logprobs) == len(reply.token_ids)
+        expected = forward_logprobs(model, reply.prompt_token_ids, reply.token_ids,
+                                    temperature or 1.0)
+        torch.testing.assert_close(torch.tensor(reply.logprobs), expected, atol=1e-4, rtol=0)
+        assert reply.text == tok.decode(reply.token_ids, skip_special_tokens=True)
+        # Nothing after the first end-of-sequence token.
+        eos = [i for i, t in enumerate(reply.token_ids) if t == tok.eos_token_id]
+        assert eos in ([], [len(reply.token_ids) - 1])
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+def test_generation_on_cuda_matches_a_forward_pass():
+    model, tok = load_model("tiny", device="cuda")
+    policy = TransformersPolicy(model, tok, temperature=0.8, max_new_tokens=16, seed=0)
+    a, b = policy.act(requests_of(*PROMPTS)), TransformersPolicy(
+        model, tok, temperature=0.8, max_new_tokens=16, seed=0).act(requests_of(*PROMPTS))
+    assert [r.token_ids for r in a] == [r.token_ids for r in b]
+    cpu = model.to("cpu")
+    for reply in a:
+        expected = forward_logprobs(cpu, reply.prompt_token_ids, reply.token_ids, 0.8)
+        torch.testing.assert_close(torch.tensor(reply.logprobs), expected, atol=1e-3, rtol=0)
+    scored = TransformersPolicy(cpu.to("cuda"), tok, mode="score", temperature=1.0, seed=0).act(
+        requests_of("hi", actions=["click[a]", "click[b]"]))
+    assert scored[0].text.endswith(("click[a]</action>", "click[b]</action>"))
+
+
+def test_batched_greedy_equals_unbatched(tiny):
+    policy = TransformersPolicy(*tiny, temperature=0, max_new_tokens=20, batch_size=8)
+    reqs = requests_of(*PROMPTS, "x", "y " * 40)
+    batched = policy.act(reqs)
+    for req, reply in zip(reqs, batched, strict=True):
+        (alone,) = policy.act([req])
+        assert alone.token_ids == reply.token_ids and alone.text == reply.text
+        torch.testing.assert_close(torch.tensor(alone.logprobs), torch.tensor(reply.logprobs),
+                                   atol=1e-5, rtol=0)
+
+
+def test_sampling_is_seeded(tiny):
+    reqs = requests_of(*PROMPTS)
+    a = TransformersPolicy(*tiny, seed=7, max_new_tokens=16).act(reqs)
+    b = TransformersPolicy(*tiny, seed=7, max_new_tokens=16).act(reqs)
+    c = TransformersPolicy(*tiny, seed=8, max_new_tokens=16).act(reqs)
+    assert [r.token_ids for r in a] == [r.token_ids for r in b]
+    assert [r.token_ids for r in a] != [r.token_ids for r in c]
+
+
+def test_top_p_keeps_draws_in_the_nucleus(tiny):
+    model, tok = tiny
+    prompt = TransformersPolicy(model, tok).prompt_ids(chat("hi"))
+    with torch.no_grad():
+        probs = model(input_ids=torch.tensor([prompt])).logits[0, -1].softmax(-1)
+    top = int(probs.argmax())
+    # A nucleus smaller than the most likely token's mass holds that token alone.
+    policy = TransformersPolicy(model, tok, top_p=float(probs[top]) / 2, max_new_tokens=1, seed=0)
+    draws = {policy.generate_ids([prompt])[0][0][0] for _ in range(20)}
+    assert draws == {top}
+    wide = TransformersPolicy(model, tok, top_p=1.0, max_new_tokens=1, seed=0)
+    assert len({wide.generate_ids([prompt])[0][0][0] for _ in range(20)}) > 1
+
+
+def test_stop_strings_end_the_reply(tiny):
+    model, tok = tiny
+    free = TransformersPolicy(model, tok, temperature=0, max_new_tokens=30).act(
+        requests_of("hi"))[0]
+    assert len(free.token_ids) > 6
+    stop = tok.decode(free.token_ids[4:6], skip_special_tokens=True)
+    stopped = TransformersPolicy(model, tok, temperature=0, max_new_tokens=30, stop=[stop]).act(
+        requests_of("hi"))[0]
+    assert stopped.token_ids == free.token_ids[: len(stopped.token_ids)]
+    assert stop in stopped.text and stop not in tok.decode(stopped.token_ids[:-1])
+    assert len(stopped.token_ids) <= 6
+
+
+# --- scoring --------------------------------------------------------------------------------
+
+SHOP = ["search[<query>]", "click[back to search]", "click[buy now]", "click[b0abc12345]",
+        "click[x-large]"]
+
+
+def test_scoring_picks_the_most_likely_candidate(tiny):
+    model, tok = tiny
+    policy = TransformersPolicy(model, tok, mode="score", temperature=0, batch_size=2)
+    reqs = requests_of(*PROMPTS, actions=SHOP, instruction="red running shoes")
+    replies = policy.act(reqs)
+    for req, reply in zip(reqs, replies, strict=True):
+        prompt = policy.prompt_ids(req.messages)
+        assert reply.prompt_token_ids == prompt
+        scored = {}
+        for action in policy.candidates(req):
+            text = f"<think></think><action>{action}</action>"
+            ids = tok(text, add_special_tokens=False)["input_ids"] + [tok.eos_token_id]
+            scored[text] = (ids, forward_logprobs(model, prompt, ids))
+        assert "<think></think><action>search[red running shoes]</action>" in scored
+        best = max(scored, key=lambda t: float(scored[t][1].sum()))
+        assert reply.text == best
+        ids, logprobs = scored[best]
+        assert reply.token_ids == ids
+        torch.testing.assert_close(torch.tensor(reply.logprobs), logprobs, atol=1e-4, rtol=0)
+
+
+def test_scoring_with_temperature_samples_candidates(tiny):
+    reqs = requests_of("hi", actions=SHOP) * 30
+    a = TransformersPolicy(*tiny, mode="score", temperature=50.0, seed=1).act(reqs)
+    b = TransformersPolicy(*tiny, mode="score", temperature=50.0, seed=1).act(reqs)
+    assert [r.text for r in a] == [r.text for r in b]
+    assert len({r.text for r in a}) > 1  # a flat softmax visits several candidates
+
+
+def test_scoring_edge_cases(tiny):
+    policy = TransformersPolicy(*tiny, mode="score", temperature=0)
+    (empty,) = policy.act([Request(chat("hi"), [], {})])
+    assert empty.text == "" and empty.token_ids == []
+    # The search template is skipped when there is no instruction to fill it with.
+    req = Request(chat("hi"), ["search[<query>]", "click[buy now]"], {})
+    assert policy.candidates(req) == ["click[buy now]"]
+    (only,) = policy.act([req])
+    assert only.text == "<think></think><action>click[buy now]</action>"
+
+
+def test_scoring_agent_plays_webshop(tiny):
+    """Every step of a scored episode is well-formed and admissible."""
+    import gymnasium as gym
+
+    import envs  # noqa: F401
+
+    env = gym.make("WebShop-v0")
+    agent = ReActAgent("WebShop-v0", max_prompt_tokens=2048, tokenizer=tiny[1])
+    policy = TransformersPolicy(*tiny, mode="score", temperature=0)
+    obs, info = env.reset(options={"task": 5})
+    for _ in range(4):
+        requests = agent.requests([obs], [info])
+        (reply,) = policy.act(requests)
+        (parsed,) = agent.parse_replies([reply], requests)
+        assert parsed.well_formed and parsed.admissible, reply.text
+        agent.observe(0, obs, parsed.action)
+        obs, _, done, _, info = env.step(parsed.action)
+        assert info["action_valid"]
+        if done:
+            break
+    env.close()
+
+
+def test_tiny_model_config_is_what_docs_say(tiny):
+    model, _ = tiny
+    config = json.loads(model.config.to_json_string())
+    assert config["model_type"] == "llama" and config["num_hidden_layers"] == 2
+    assert sum(p.numel() for p in model.parameters()) < 500_000

