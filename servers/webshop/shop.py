@@ -122,7 +122,7 @@ class Shop:
         parsed = parse_action(action)
         if parsed is None:
             return self._invalid(
-                state, f"Unknown action {_clip(action)!r}: use search[query] or click[button]."
+                state, f"Unknown action {_clip(action)!a}: use search[query] or click[button]."
             )
         name, arg = parsed
         if name == "search":
@@ -149,7 +149,7 @@ class Shop:
     def _click(self, state: State, target: str) -> StepResult:
         page = self.page(state)
         if target == "search" or target not in page.clickables:
-            return self._invalid(state, f"{_clip(target)!r} is not a clickable on this page.")
+            return self._invalid(state, f"{_clip(target)!a} is not a clickable on this page.")
         if target == BACK_TO_SEARCH.lower():
             return StepResult(State(goal=state.goal, visited=state.visited), 0.0, False, True)
         if state.page == "results":
@@ -299,5 +299,7 @@ def _texts(*texts: str) -> list[Node]:
 
 
 def _clip(text: str, n: int = 60) -> str:
+    """The start of an offending action, for feedback (quoted with ascii(): feedback text
+    stays within the observation space's charset whatever the model wrote)."""
     text = str(text)
     return text if len(text) <= n else text[:n] + "..."
