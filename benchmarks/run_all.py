@@ -1,6 +1,7 @@
 """``make bench``: every benchmark, one after another, each printing its figures."""
 
-from benchmarks import webshop_bench
+from benchmarks import vector_bench, webshop_bench
 
 if __name__ == "__main__":
     webshop_bench.main()
+    vector_bench.main()

@@ -145,9 +145,10 @@ class RecordFile(Sequence[T]):
         self.directory = Path(directory)
         self._offsets = np.load(self.directory / f"{name}.offsets.npy", mmap_mode="r")
         path = self.directory / f"{name}.bin"
-        self._file = open(path, "rb")  # noqa: SIM115  (kept open for the mmap's lifetime)
-        size = path.stat().st_size
-        self._data = mmap.mmap(self._file.fileno(), 0, access=mmap.ACCESS_READ) if size else b""
+        self._data: mmap.mmap | bytes = b""
+        if path.stat().st_size:
+            with open(path, "rb") as f:  # the mapping outlives the file object
+                self._data = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
         self._decode = decode
         self._get = lru_cache(maxsize=cache_size)(self._load)
 

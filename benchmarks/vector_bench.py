@@ -1,0 +1,95 @@
+"""GroupVectorEnv throughput: env steps/s of N tasks x G copies of WebShop-v0 driven by the
+goal-aware expert, for the three backends side by side in one run (ratios vs in-process).
+
+Each backend plays the same rounds of episodes (round r resets to tasks r*N .. r*N+N-1; one
+warm-up round first, as a long run would have warm search caches). Figures: start-up time
+(workers built), env steps/s over whole rounds (resets included), and the median time of one
+batched step. Ray is skipped when it is not installed.
+
+    python -m benchmarks.vector_bench [--tasks 8] [--group 8] [--rounds 6] [--workers K]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+from collections.abc import Sequence
+
+import numpy as np
+
+import envs  # noqa: F401  (registers WebShop-v0)
+from envs.vector import BACKENDS, GroupVectorEnv
+
+
+def play_round(vec: GroupVectorEnv, tasks: list[int], step_times: list[float]) -> int:
+    """One expert episode per env; returns the number of env steps taken."""
+    _, infos = vec.reset(tasks)
+    last = list(infos)
+    steps = 0
+    while vec.live.any():
+        actions = [last[i]["expert_action"] if vec.live[i] else None
+                   for i in range(vec.num_envs)]
+        steps += int(vec.live.sum())
+        t = time.perf_counter()
+        _, _, _, _, infos = vec.step(actions)
+        step_times.append(time.perf_counter() - t)
+        last = [new if new is not None else old for new, old in zip(infos, last, strict=True)]
+    return steps
+
+
+def bench(backend: str, n_tasks: int, group: int, rounds: int, workers: int | None) -> dict:
+    t = time.perf_counter()
+    vec = GroupVectorEnv("WebShop-v0", n_tasks, group, backend=backend, num_workers=workers,
+                         env_kwargs={"request_infos": ["expert_action"]})
+    start = time.perf_counter() - t
+    try:
+        play_round(vec, list(range(n_tasks)), [])  # warm-up
+        step_times: list[float] = []
+        steps = 0
+        t = time.perf_counter()
+        for r in range(rounds):
+            steps += play_round(vec, list(range(r * n_tasks, (r + 1) * n_tasks)), step_times)
+        elapsed = time.perf_counter() - t
+        assert not vec.failed.any()
+        return {"backend": backend, "workers": vec.num_workers, "start_s": start,
+                "steps": steps, "steps_per_s": steps / elapsed,
+                "batch_ms": float(np.median(step_times)) * 1e3}
+    finally:
+        vec.close()
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--tasks", type=int, default=8, help="groups N")
+    parser.add_argument("--group", type=int, default=8, help="copies G of each task")
+    parser.add_argument("--rounds", type=int, default=6, help="timed rounds of episodes")
+    parser.add_argument("--workers", type=int, default=None,
+                        help="workers of the process and Ray backends (default: CPU count)")
+    parser.add_argument("--backends", default=",".join(BACKENDS))
+    args = parser.parse_args(argv)
+
+    n = args.tasks * args.group
+    print(f"== GroupVectorEnv: {args.tasks} tasks x {args.group} copies = {n} envs of "
+          f"WebShop-v0, expert policy, {args.rounds} rounds, {os.cpu_count()} CPUs ==")
+    rows = []
+    for backend in args.backends.split(","):
+        if backend == "ray":
+            try:
+                import ray  # noqa: F401
+            except ImportError:
+                print("ray       skipped: not installed (pip install gagpo[ray])")
+                continue
+        rows.append(bench(backend, args.tasks, args.group, args.rounds, args.workers))
+    base = next((r["steps_per_s"] for r in rows if r["backend"] == "inprocess"), None)
+    print(f"{'backend':<10}{'workers':>8}{'start s':>9}{'env steps/s':>13}{'batch step ms':>15}"
+          f"{'vs in-process':>15}")
+    for r in rows:
+        ratio = f"{r['steps_per_s'] / base:.2f}x" if base else "-"
+        print(f"{r['backend']:<10}{r['workers']:>8}{r['start_s']:>9.2f}{r['steps_per_s']:>13,.0f}"
+              f"{r['batch_ms']:>15.2f}{ratio:>15}")
+
+
+if __name__ == "__main__":
+    main()
