@@ -72,7 +72,7 @@ def test_gagpo_eval_writes_summary_and_trajectories(tmp_path, capsys):
     assert summary["episodes"] == 12 and summary["by_type"]["all"]["episodes"] == 12
     lo, hi = summary["by_type"]["all"]["success_ci95"]
     assert 0.0 <= lo <= summary["by_type"]["all"]["success"] <= hi <= 1.0
-    rows = [json.loads(line) for line in open(tmp_path / "trajectories.jsonl")]
+    rows = [json.loads(line) for line in (tmp_path / "trajectories.jsonl").read_text().splitlines()]
     assert {r["task_index"] for r in rows} == set(range(12))
     assert all(r["task_type"] in {"beauty", "food", "fashion", "furniture", "electronics"}
                for r in rows)
