@@ -1,6 +1,8 @@
 """Product search: BM25 scored as Lucene scores it, on bm25s.
 
-Lucene's parameters as the original's pyserini index used them: k1 = 0.9, b = 0.4, the English
+The index is bm25s's (precomputed per-posting BM25 scores); queries run on a compiled kernel
+(:mod:`servers.webshop.topk`). Lucene's parameters as the original's pyserini index used
+them: k1 = 0.9, b = 0.4, the English
 analyzer (lower case, possessive ``'s`` removed, Lucene's 33 English stopwords, Porter
 stemming). One document per product: ``lower(Title + Description + first bullet + option
 texts)``. Hits with score 0 are dropped (bm25s returns k documents even for unknown words);
@@ -26,6 +28,7 @@ import Stemmer
 
 from servers.webshop.cache import build_once, cache_dir
 from servers.webshop.catalog import Catalog
+from servers.webshop.topk import top_k
 
 TOP_K = 50
 K1, B = 0.9, 0.4
@@ -91,6 +94,8 @@ class SearchEngine:
         self._cache: OrderedDict[str, tuple[int, ...]] = OrderedDict()
         self._cache_size = cache_size
         self._lock = threading.Lock()  # served shops search from several threads
+        self._local = threading.local()
+        self._search("warm up", 1)  # compiles (or loads the cached) kernel now, not mid-episode
 
     def search(self, query: str | Sequence[str], k: int = TOP_K) -> tuple[int, ...]:
         """Catalog positions of the best ``k`` products for ``query`` (words or a string)."""
@@ -109,18 +114,19 @@ class SearchEngine:
         return result
 
     def _search(self, text: str, k: int) -> tuple[int, ...]:
-        terms = [t for t in analyze(text) if t in self.vocab]
-        if not terms:
+        ids = np.asarray([self.vocab[t] for t in analyze(text) if t in self.vocab], np.int64)
+        if len(ids) == 0 or k <= 0:
             return ()
-        scores = self.retriever.get_scores(terms)
-        k = min(k, len(scores))
-        top = np.argpartition(-scores, k - 1)[:k]
-        # Exact Lucene order: score descending, then document id ascending (argpartition is
-        # arbitrary among ties at the boundary, so re-collect the boundary score's documents).
-        threshold = scores[top].min()
-        above = np.flatnonzero(scores > threshold)
-        at = np.flatnonzero(scores == threshold)[: k - len(above)]
-        chosen = np.concatenate([above, at])
-        order = np.lexsort((chosen, -scores[chosen]))
-        chosen = chosen[order]
-        return tuple(int(i) for i in chosen if scores[i] > 0)
+        index = self.retriever.scores
+        acc, touched = self._buffers()
+        docs, _ = top_k(index["indptr"], index["indices"], index["data"], ids, k, acc, touched)
+        return tuple(int(d) for d in docs)
+
+    def _buffers(self) -> tuple[np.ndarray, np.ndarray]:
+        """This thread's scratch buffers for :func:`top_k` (served shops search from several
+        threads at once)."""
+        buffers = getattr(self._local, "buffers", None)
+        if buffers is None:
+            n = len(self.catalog)
+            buffers = self._local.buffers = (np.zeros(n, np.float32), np.zeros(n, np.int32))
+        return buffers
