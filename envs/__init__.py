@@ -13,4 +13,11 @@ if "WebShop-v0" not in registry:
         max_episode_steps=15,  # servers.webshop.shop.MAX_STEPS
     )
 
+if "ALFWorld-v0" not in registry:
+    register(
+        id="ALFWorld-v0",
+        entry_point="envs.alfworld.env:AlfworldEnv",
+        max_episode_steps=50,
+    )
+
 __all__ = ["register"]

@@ -105,7 +105,8 @@ def summarise(episodes: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def format_table(title: str, rows: dict[str, Any], score_scale: float) -> str:
-    lines = [title, f"{'task type':<34}{'n':>5}  {'success % [95% CI]':<24}{'score [95% CI]':<24}"]
+    lines = [title,
+             f"{'task type':<34}{'n':>5}  {'success % [95% CI]':<24}{'score x100 [95% CI]':<24}"]
     for name, r in rows.items():
         lo, hi = r["success_ci95"]
         s, (slo, shi) = r["score"] * score_scale, r["score_ci95"]
@@ -183,9 +184,8 @@ def evaluate(
         "env": env_id, "label": label, "policy": policy_spec.__dict__, "split": split,
         "episodes": len(all_episodes), "seconds": time.perf_counter() - started, "by_type": rows,
     }
-    scale = 100.0 if env_id.startswith("WebShop") else 1.0
     print(format_table(f"{label}: {policy_spec.name} on {split or 'default split'}", rows,
-                       score_scale=scale))
+                       score_scale=100.0))
     if out_dir:
         (out_dir / "summary.json").write_text(json.dumps(summary, indent=2))
     return summary

@@ -1,0 +1,220 @@
+"""ALFWorld-v0: ALFWorld's household text games on the reference engine, as a Gymnasium env.
+
+Observations are the engine's text, unchanged (the reset text included: "-= Welcome to
+TextWorld, ALFRED! =- ... Your task is to: ..."). Actions are its commands ("go to cabinet 1",
+"take apple 2 from countertop 1", "heat apple 2 with microwave 1", ...); reward and ``won`` are
+its goal check (1 when the task is done, which ends the episode); 50 steps at most.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from envs.alfworld import engine
+from envs.alfworld import speedups as _speedups
+from envs.alfworld.expert import Expert, Targets
+from envs.alfworld.games import Game, GameSource, open_source
+from envs.alfworld.generator import SHORT_NAMES, TASK_TYPES
+from envs.alfworld.state import state_key
+from envs.base import TextEnv
+
+MAX_STEPS = 50
+_INSTRUCTION_PREFIX = "Your task is to: "
+
+
+class AlfworldEnv(TextEnv):
+    """ALFWorld (Shridhar et al. 2021) text games.
+
+    Args:
+        data_dir: a folder in ALFWorld's official layout (holding ``json_2.1.1``). None uses
+            ``$ALFWORLD_DATA`` when it holds official data, else gagpo's generated
+            ALFWorld-style set (made on first use and cached; see :mod:`envs.alfworld.games`).
+        split: the split random resets draw from: ``train``, ``valid_seen`` or ``valid_unseen``.
+        task_types: keep only these task types (full names or pick/look/clean/heat/cool/pick2).
+        speedups: memoise the engine's slow parts (:mod:`envs.alfworld.speedups`); the text is
+            identical either way.
+        max_steps: truncate episodes after this many steps (ALFWorld's 50).
+
+    ``reset(options={"task": i})`` plays game ``i`` of the split (sorted by path), or a task id
+    such as ``"valid_unseen/pick_and_place_simple-Pencil-None-Dresser-330/trial_..."``;
+    ``options={"split": ...}`` draws from another split. Infos hold the contract's keys (see
+    :mod:`envs.base`) plus ``task_type``, ``task_type_short``, ``split``, ``dataset`` (the label
+    results must carry: official games or ALFWorld-style generated ones), ``gamefile`` and
+    ``feedback`` (the engine's answer, also after a rejected command).
+    """
+
+    def __init__(
+        self,
+        data_dir: str | os.PathLike[str] | None = None,
+        split: str = "train",
+        task_types: list[str] | tuple[str, ...] | None = None,
+        speedups: bool = True,
+        max_steps: int = MAX_STEPS,
+        request_infos: tuple[str, ...] | list[str] = (),
+        render_mode: str | None = None,
+    ) -> None:
+        super().__init__(render_mode=render_mode)
+        self.request_infos = tuple(request_infos)
+        unknown = set(self.request_infos) - {"expert_action"}
+        if unknown:
+            raise ValueError(f"unknown request_infos {sorted(unknown)}; known: ['expert_action']")
+        engine.require()
+        self.source: GameSource = open_source(data_dir)
+        self.split = split
+        self.task_types = _task_types(task_types)
+        self.use_speedups = speedups
+        self.max_steps = max_steps
+        if speedups:
+            _speedups.enable()
+        self.games(split)  # validates the split and lists it once
+        self._tw: Any = None
+        self._loaded: str | None = None
+        self._game: Game | None = None
+        self._infos: dict[str, Any] = {}
+        self._instruction = ""
+        self._steps = 0
+        self._done = True
+        self._expert: Expert | None = None
+
+    # -- games ---------------------------------------------------------------------------------
+
+    @property
+    def label(self) -> str:
+        """How results on this env must be labelled (official games vs ALFWorld-style)."""
+        return self.source.label
+
+    report_label = label
+
+    def split_tasks(self, split: str | None = None) -> range:
+        """Task indices of ``split`` (default: the env's): its games sorted by path."""
+        return range(len(self.games(split)))
+
+    def games(self, split: str | None = None) -> list[Game]:
+        """The playable games of a split (of the kept task types), sorted by path."""
+        games = self.source.games(split or self.split)
+        return [g for g in games if g.task_type in self.task_types]
+
+    def _pick(self, task: Any, split: str) -> Game:
+        if isinstance(task, str) and not task.lstrip("-").isdigit():
+            return self.source.find(task)
+        games = self.games(split)
+        if not games:
+            raise ValueError(f"split {split!r} has no games of types {self.task_types}")
+        if task is None:
+            return games[int(self.np_random.integers(len(games)))]
+        index = int(task)
+        if not 0 <= index < len(games):
+            raise ValueError(f"task index {index} out of range (0..{len(games) - 1}) in {split!r}")
+        return games[index]
+
+    # -- gym API -------------------------------------------------------------------------------
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[str, dict[str, Any]]:
+        super().reset(seed=seed)
+        options = options or {}
+        game = self._pick(options.get("task"), options.get("split", self.split))
+        path = str(game.path)
+        if self._tw is None:
+            self._tw = engine.start(path)
+        elif self._loaded != path:
+            self._tw.load(path)
+        self._loaded = path
+        obs, infos = self._tw.reset()
+        self._game, self._infos, self._steps, self._done = game, infos, 0, False
+        self._instruction = _instruction(obs)
+        self._expert = None
+        self._last_observation = obs
+        return obs, self._info(obs, action_valid=True)
+
+    def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
+        if self._game is None:
+            raise RuntimeError("call reset() before step()")
+        command = action if isinstance(action, str) else str(action)
+        # The engine matches the stripped command against what it can do now; anything else
+        # leaves the world unchanged and answers "Nothing happens.".
+        valid = command.strip() in self._tw.state["_valid_commands"]
+        obs, score, done, infos = self._tw.step(command)
+        self._infos = infos
+        self._steps += 1
+        won = bool(infos["won"])
+        self._done = won
+        truncated = not won and self._steps >= self.max_steps
+        self._last_observation = obs
+        return obs, float(score), won, truncated, self._info(obs, action_valid=valid)
+
+    def _info(self, obs: str, action_valid: bool) -> dict[str, Any]:
+        game = self._game
+        assert game is not None
+        infos = self._infos
+        won = bool(infos["won"])
+        extra = {}
+        if "expert_action" in self.request_infos:
+            extra["expert_action"] = None if won else self.expert_action()
+        return self.make_info(
+            task_id=game.task_id,
+            instruction=self._instruction,
+            admissible_actions=[c for c in infos["admissible_commands"] if c != "help"],
+            state_key=state_key(game.task_id, infos["facts"]),
+            won=won,
+            score=1.0 if won else 0.0,
+            action_valid=action_valid,
+            task_type=game.task_type,
+            task_type_short=SHORT_NAMES[game.task_type],
+            split=game.split,
+            dataset=self.label,
+            gamefile=str(game.path),
+            feedback=obs,
+            **extra,
+        )
+
+    # -- for experts, tests and demonstrations -------------------------------------------------
+
+    @property
+    def facts(self) -> list[Any]:
+        """The engine's current facts (TextWorld Propositions with demangled names)."""
+        return list(self._infos.get("facts", []))
+
+    @property
+    def game(self) -> Game | None:
+        return self._game
+
+    def walkthrough(self) -> list[str]:
+        """The current game's stored plan, from its initial state."""
+        if self._game is None:
+            raise RuntimeError("call reset() first")
+        return self._game.walkthrough()
+
+    def expert_action(self) -> str:
+        """The expert's next command from the current state, whatever led there."""
+        if self._game is None:
+            raise RuntimeError("call reset() first")
+        if self._expert is None:
+            self._expert = Expert(Targets.from_traj_data(self._game.traj_data()))
+        return self._expert.act(self._infos["facts"], self._infos["admissible_commands"])
+
+    def close(self) -> None:
+        self._tw = None
+        self._loaded = None
+        super().close()
+
+
+def _instruction(reset_text: str) -> str:
+    """The "Your task is to: ..." sentence of the reset text."""
+    at = reset_text.rfind(_INSTRUCTION_PREFIX)
+    return reset_text[at:].strip() if at >= 0 else ""
+
+
+def _task_types(names: list[str] | tuple[str, ...] | None) -> tuple[str, ...]:
+    if not names:
+        return TASK_TYPES
+    by_short = {v: k for k, v in SHORT_NAMES.items()}
+    out = []
+    for name in names:
+        full = by_short.get(name, name)
+        if full not in TASK_TYPES:
+            raise ValueError(f"unknown task type {name!r}; use one of {TASK_TYPES}")
+        out.append(full)
+    return tuple(out)

@@ -1,0 +1,276 @@
+"""ALFWorld-v0 on the reference engine: the reset text, the expert on all six task types, state
+keys from facts, the env checker, invalid commands, the loader of the official layout and the
+generator's determinism. Uses a small generated set made once per module (no download)."""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+from envs.alfworld import available
+
+pytestmark = pytest.mark.skipif(
+    not available(), reason="alfworld/textworld not installed (pip install 'gagpo[alfworld]')"
+)
+
+TYPES = (
+    "pick_and_place_simple",
+    "look_at_obj_in_light",
+    "pick_clean_then_place_in_recep",
+    "pick_heat_then_place_in_recep",
+    "pick_cool_then_place_in_recep",
+    "pick_two_obj_and_place",
+)
+
+
+@pytest.fixture(scope="module")
+def data_dir(tmp_path_factory) -> Path:
+    from envs.alfworld.generator import generate_games
+
+    root = tmp_path_factory.mktemp("alfworld")
+    generate_games(root, "train", 6, seed=11)  # one game of each task type
+    generate_games(root, "valid_unseen", 2, seed=11)
+    return root
+
+
+@pytest.fixture(scope="module")
+def env(data_dir):
+    from envs.alfworld.env import AlfworldEnv
+
+    e = AlfworldEnv(data_dir=data_dir)
+    yield e
+    e.close()
+
+
+def _index_of(env, task_type: str) -> int:
+    return next(i for i, g in enumerate(env.games()) if g.task_type == task_type)
+
+
+RESET_TEXT = re.compile(
+    r"-= Welcome to TextWorld, ALFRED! =-\n\n"
+    r"You are in the middle of a room\. Looking quickly around you, you see "
+    r"(a [a-z]+ \d+, )+and a [a-z]+ \d+\.\n\n"
+    r"Your task is to: [a-z ]+\.\Z"
+)
+
+
+def test_reset_text_has_the_original_shape(env):
+    from envs.base import check_info
+
+    for i in range(len(env.games())):
+        obs, info = env.reset(options={"task": i})
+        check_info(info)
+        assert RESET_TEXT.match(obs), obs
+        assert info["instruction"] == obs.split("\n\n")[-1]
+        assert info["task_id"] == env.games()[i].task_id and info["task_id"].startswith("train/")
+        assert info["score"] == 0.0 and not info["won"] and info["action_valid"]
+        assert "help" not in info["admissible_actions"]
+        assert "look" in info["admissible_actions"] and "inventory" in info["admissible_actions"]
+        assert info["dataset"] == "ALFWorld-style (generated games)"
+
+
+@pytest.mark.parametrize("task_type", TYPES)
+def test_expert_wins_each_task_type(env, task_type):
+    i = _index_of(env, task_type)
+    obs, info = env.reset(options={"task": i})
+    assert info["task_type"] == task_type
+    for _ in range(50):
+        obs, reward, terminated, truncated, info = env.step(env.expert_action())
+        assert info["action_valid"]
+        if terminated:
+            break
+    assert terminated and info["won"] and reward == 1.0 and info["score"] == 1.0
+    # The stored walkthrough (the planner's plan, checked at generation) wins too.
+    env.reset(options={"task": i})
+    for command in env.walkthrough():
+        _, reward, terminated, _, info = env.step(command)
+    assert terminated and info["won"]
+
+
+@pytest.mark.parametrize("task_type", ["pick_two_obj_and_place", "pick_heat_then_place_in_recep"])
+def test_expert_wins_from_states_reached_at_random(env, task_type):
+    i = _index_of(env, task_type)
+    rng = random.Random(3)
+    for trial in range(3):
+        env.reset(options={"task": i})
+        for _ in range(8 + 4 * trial):  # wander, pick things up, open things
+            _, _, terminated, _, info = env.step(rng.choice(info_actions(env)))
+            if terminated:
+                break
+        steps = 0
+        while not terminated:
+            _, _, terminated, _, info = env.step(env.expert_action())
+            steps += 1
+            assert steps < 40
+        assert info["won"]
+
+
+def info_actions(env) -> list[str]:
+    return [c for c in env._infos["admissible_commands"] if c != "help"]
+
+
+def test_invalid_and_malformed_commands_get_the_engine_feedback(env):
+    _, info = env.reset(options={"task": 0})
+    key = info["state_key"]
+    for bad in ["fly to the moon", "", "take", "go to nowhere 7", "open fridge 99"]:
+        obs, reward, terminated, truncated, info = env.step(bad)
+        assert obs == "Nothing happens." and reward == 0.0 and not terminated
+        assert info["action_valid"] is False and info["feedback"] == "Nothing happens."
+        assert info["state_key"] == key  # nothing changed
+    obs, _, _, _, info = env.step(info["admissible_actions"][0])
+    assert info["action_valid"] is True and obs != "Nothing happens."
+    obs, _, _, _, info = env.step("help")  # the engine's command, kept out of the list
+    assert info["action_valid"] and obs.lstrip().startswith("Available commands:")
+
+
+def test_state_key_comes_from_the_world_not_the_text(env):
+    _, info = env.reset(options={"task": 0})
+    gotos = [a for a in info["admissible_actions"] if a.startswith("go to ")]
+    keys = []
+    for target in gotos[:2]:  # two different places, then an invalid command in each
+        env.reset(options={"task": 0})
+        env.step(target)
+        obs, _, _, _, info = env.step("xyzzy")
+        assert obs == "Nothing happens."
+        keys.append(info["state_key"])
+    assert keys[0] != keys[1]
+
+    # One state reached by two paths: open-then-close and look/examine leave the world as it
+    # was (only the engine's "checked" bookkeeping differs), so the key is the same.
+    for game in range(len(env.games())):
+        env.reset(options={"task": game})
+        openable = _first_openable(env)
+        if openable:
+            break
+    assert openable, "no generated game has an openable receptacle"
+    env.step(f"go to {openable}")
+    _, _, _, _, direct = env.step("inventory")
+    env.reset(options={"task": game})
+    env.step(f"go to {openable}")
+    obs_open = env.step(f"open {openable}")[0]
+    env.step(f"close {openable}")
+    env.step("look")
+    _, _, _, _, roundabout = env.step(f"examine {openable}")
+    assert obs_open != direct["feedback"]
+    assert roundabout["state_key"] == direct["state_key"]
+    # ... while an open receptacle is a different state.
+    _, _, _, _, opened = env.step(f"open {openable}")
+    assert opened["state_key"] != direct["state_key"]
+
+
+def _first_openable(env) -> str | None:
+    names = sorted(f.arguments[0].name for f in env.facts if f.name == "openable")
+    return names[0] if names else None
+
+
+def test_same_task_and_seed_give_the_same_start_and_key(env):
+    obs1, info1 = env.reset(seed=5, options={"task": 2})
+    obs2, info2 = env.reset(seed=5, options={"task": info1["task_id"]})
+    assert obs1 == obs2 and info1["state_key"] == info2["state_key"]
+    _, other = env.reset(options={"task": 3})
+    assert other["state_key"] != info1["state_key"]
+
+
+def test_gymnasium_make_env_checker_and_step_limit(data_dir):
+    import gymnasium as gym
+    from gymnasium.utils.env_checker import check_env
+
+    import envs  # noqa: F401
+
+    if "ALFWorld-v0" not in gym.registry:  # until envs/__init__.py registers it
+        gym.register(
+            id="ALFWorld-v0", entry_point="envs.alfworld.env:AlfworldEnv", max_episode_steps=50
+        )
+    e = gym.make("ALFWorld-v0", data_dir=str(data_dir), split="valid_unseen")
+    check_env(e.unwrapped, skip_render_check=True)
+    obs, info = e.reset(seed=0)
+    assert info["split"] == "valid_unseen" and info["task_id"].startswith("valid_unseen/")
+    truncations = []
+    for _ in range(50):
+        _, _, terminated, truncated, _ = e.step("look")
+        assert not terminated
+        truncations.append(truncated)
+    assert truncations == [False] * 49 + [True]
+    e.close()
+
+
+def test_loader_reads_a_folder_in_the_official_layout(data_dir, tmp_path):
+    from envs.alfworld.env import AlfworldEnv
+    from envs.alfworld.games import GameSource
+
+    src = GameSource(data_dir)
+    games = src.games("train")
+    root = tmp_path / "alfworld_data" / "json_2.1.1"
+    layout = {"train": games[:3], "valid_seen": games[3:4], "valid_unseen": games[4:6]}
+    for split, chosen in layout.items():
+        for g in chosen:
+            dest = root / split / Path(g.task_id).relative_to(g.split)
+            shutil.copytree(g.path.parent, dest)
+            traj = json.loads((dest / "traj_data.json").read_text())
+            traj.pop("generator")  # as an official traj_data.json
+            (dest / "traj_data.json").write_text(json.dumps(traj))
+    # What the official loader skips: unsolvable games, movable/sliced tasks, missing files.
+    skipped = root / "train"
+    first = skipped / Path(games[0].task_id).relative_to("train")
+    for name in ("pick_and_place_with_movable_recep-Apple-Bowl-Fridge-1", "x-Sliced-1"):
+        shutil.copytree(first, skipped / name / "trial_1")
+    unsolvable = skipped / "pick_and_place_simple-Pen-None-Desk-301" / "trial_2"
+    shutil.copytree(first, unsolvable)
+    data = json.loads((unsolvable / "game.tw-pddl").read_text())
+    (unsolvable / "game.tw-pddl").write_text(json.dumps({**data, "solvable": False}))
+    shutil.copytree(first, skipped / "pick_and_place_simple-Pen-None-Desk-302" / "trial_3")
+    (skipped / "pick_and_place_simple-Pen-None-Desk-302" / "trial_3" / "game.tw-pddl").unlink()
+
+    official = GameSource(tmp_path / "alfworld_data")  # the folder holding json_2.1.1
+    assert official.splits() == ["train", "valid_seen", "valid_unseen"]
+    assert [len(official.games(s)) for s in official.splits()] == [3, 1, 2]
+    ids = [g.task_id for g in official.games("train")]
+    assert ids == sorted(ids) and all(i.startswith("train/") for i in ids)
+    assert official.label == "ALFWorld (official games)"
+
+    e = AlfworldEnv(data_dir=root, split="valid_unseen")  # json_2.1.1 itself works too
+    obs, info = e.reset(options={"task": 1})
+    assert info["task_id"] == official.games("valid_unseen")[1].task_id
+    assert info["dataset"] == "ALFWorld (official games)" and obs.startswith("-= Welcome")
+    with pytest.raises(ValueError):
+        e.reset(options={"split": "nope"})
+
+
+def test_generator_is_deterministic_and_uses_held_out_scenes():
+    from envs.alfworld.generator import knowledge, sample_game
+
+    a = sample_game("valid_unseen", 4, seed=3)
+    b = sample_game("valid_unseen", 4, seed=3)
+    assert a.problem == b.problem and a.task == b.task and a.traj_data == b.traj_data
+    assert sample_game("valid_unseen", 4, seed=4).problem != a.problem
+    held_out = set(knowledge().constants.TEST_SCENE_NUMBERS)
+    for i in range(12):
+        assert sample_game("valid_unseen", i).scene in held_out
+        assert sample_game("train", i).scene not in held_out
+    data = a.game_json()
+    assert "UNKNOWN GOAL" not in data["grammar"] and a.task.text in data["grammar"]
+    assert {"pddl_domain", "grammar", "pddl_problem", "solvable", "walkthrough"} <= set(data)
+
+
+def test_default_set_is_generated_once_into_the_cache(tmp_path, monkeypatch):
+    from envs.alfworld.games import GameSource, default_generated_dir, open_source
+
+    monkeypatch.setenv("GAGPO_CACHE", str(tmp_path))
+    monkeypatch.delenv("ALFWORLD_DATA", raising=False)
+    sizes = {"train": 1, "valid_seen": 1, "valid_unseen": 1}
+    first = default_generated_dir(sizes=sizes)
+    assert first.parent == tmp_path / "alfworld"
+    assert [p.name for p in first.parent.iterdir()] == [first.name]  # no temporary left over
+    src = GameSource(first)
+    assert src.splits() == ["train", "valid_seen", "valid_unseen"] and src.generated
+    stamp = src.games("train")[0].path.stat().st_mtime_ns
+    assert default_generated_dir(sizes=sizes) == first  # cached: not generated again
+    assert src.games("train")[0].path.stat().st_mtime_ns == stamp
+    # $ALFWORLD_DATA wins when it holds official-layout data.
+    monkeypatch.setenv("ALFWORLD_DATA", str(first))
+    assert open_source().root == first / "json_2.1.1"
