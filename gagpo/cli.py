@@ -1,4 +1,5 @@
-"""The ``gagpo`` command line: ``gagpo serve webshop``, ``gagpo demo``."""
+"""The ``gagpo`` command line: ``gagpo serve webshop``, ``gagpo eval``, ``gagpo train``,
+``gagpo demo``."""
 
 from __future__ import annotations
 
@@ -23,7 +24,15 @@ def _serve(args: argparse.Namespace) -> int:
 def _demo(args: argparse.Namespace) -> int:
     from gagpo.demo import run_demo
 
-    run_demo(episodes=args.episodes)
+    run_demo(episodes=args.episodes, out_dir=args.out_dir, quick=args.quick)
+    return 0
+
+
+def _train(args: argparse.Namespace) -> int:
+    from gagpo.train_config import config_from_args
+    from gagpo.trainer import train
+
+    train(config_from_args(args))
     return 0
 
 
@@ -100,8 +109,24 @@ def build_parser() -> argparse.ArgumentParser:
                     help="folder for summary.json and trajectories.jsonl")
     ev.set_defaults(func=_eval)
 
-    demo = sub.add_parser("demo", help="the main job on the embedded defaults")
-    demo.add_argument("--episodes", type=int, default=500)
+    from gagpo.train_config import add_arguments
+
+    tr = sub.add_parser(
+        "train", help="train a ReAct agent with GAGPO, GiGPO, GRPO or RLOO",
+        description="Train a ReAct agent on an environment. Every hyper-parameter has a flag; "
+                    "--config FILE (TOML or JSON, keys as the flag names with underscores) "
+                    "sets any of them and flags given here win. Under torchrun the rollouts "
+                    "are sharded across ranks.")
+    tr.add_argument("--config", default=None, help="TOML or JSON file of settings")
+    add_arguments(tr)
+    tr.set_defaults(func=_train)
+
+    demo = sub.add_parser("demo", help="train the tiny model on WebShop on this CPU and print "
+                                       "held-out success before and after")
+    demo.add_argument("--episodes", type=int, default=300,
+                      help="held-out test episodes per evaluation")
+    demo.add_argument("--out-dir", default="runs/demo", help="where the run's files go")
+    demo.add_argument("--quick", action="store_true", help="a 1-minute smoke version")
     demo.set_defaults(func=_demo)
     return parser
 

@@ -1,0 +1,578 @@
+"""The GAGPO trainer, top to bottom (CleanRL style): one iteration is
+
+    tasks -> N x G group rollouts -> rewards -> advantages (gagpo.advantages)
+          -> clipped policy loss on the actions' tokens (gagpo.losses) -> optimizer
+          -> metrics (JSONL, TensorBoard, W&B), step table, checkpoint, evaluation.
+
+Runs on one CPU as well as under ``torchrun`` (data parallel: each rank plays its share of the
+groups, gradients are all-reduced, so every rank holds the same parameters). Groups never
+straddle ranks, so advantages stay local. ``gagpo train --help`` lists the arguments
+(:class:`gagpo.train_config.TrainConfig`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import hashlib
+import json
+import os
+import random
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from gagpo.advantages import compute_advantages
+from gagpo.losses import LossConfig, micro_batches, policy_loss, reply_logprobs, right_align
+from gagpo.train_config import (
+    MetricLogger,
+    TrainConfig,
+    eval_metrics,
+    rng_state,
+    save_checkpoint,
+    save_step_table,
+    set_rng_state,
+    trainable_state,
+)
+
+# ---------------------------------------------------------------------------------------------
+# Set-up: processes, model, policy.
+
+
+def setup_distributed() -> tuple[int, int, torch.device]:
+    """``(rank, world_size, device)``; joins the process group when launched by torchrun."""
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    rank = int(os.environ.get("RANK", "0"))
+    if torch.cuda.is_available():
+        local = int(os.environ.get("LOCAL_RANK", "0"))
+        device = torch.device("cuda", local % torch.cuda.device_count())
+        torch.cuda.set_device(device)
+    else:
+        device = torch.device("cpu")
+        # torch's default of 2 threads here is 10-25x slower than 1 for small models.
+        if "OMP_NUM_THREADS" not in os.environ:
+            torch.set_num_threads(1)
+    if world > 1 and not torch.distributed.is_initialized():
+        torch.distributed.init_process_group("nccl" if device.type == "cuda" else "gloo")
+    return rank, world, device
+
+
+def autocast_dtype(cfg: TrainConfig, model: Any, device: torch.device) -> torch.dtype | None:
+    """bf16 where the hardware has it (CUDA; CPUs with AMX, for models of 50M+ parameters)."""
+    if cfg.bf16 == "off":
+        return None
+    if cfg.bf16 == "on":
+        return torch.bfloat16
+    if device.type == "cuda":
+        return torch.bfloat16 if torch.cuda.is_bf16_supported() else None
+    with contextlib.suppress(OSError):
+        big = sum(p.numel() for p in model.parameters()) >= 50_000_000
+        if big and "amx_bf16" in Path("/proc/cpuinfo").read_text():
+            return torch.bfloat16
+    return None
+
+
+def build_model(cfg: TrainConfig, device: torch.device) -> tuple[Any, Any]:
+    """The trained model (LoRA-wrapped when ``lora_rank > 0``) and its tokenizer."""
+    from agents.models import load_model
+
+    model, tokenizer = load_model(cfg.model, device=device)
+    if cfg.lora_rank > 0:
+        from peft import LoraConfig, get_peft_model
+
+        lora = LoraConfig(r=cfg.lora_rank, lora_alpha=cfg.lora_alpha,
+                          lora_dropout=cfg.lora_dropout, target_modules="all-linear")
+        model = get_peft_model(model, lora)
+    return model, tokenizer
+
+
+def make_policy(model: Any, tokenizer: Any, cfg: TrainConfig, *, temperature: float,
+                seed: int, top_p: float = 1.0) -> Any:
+    from agents.policies.hf import TransformersPolicy
+
+    return TransformersPolicy(model, tokenizer, mode=cfg.mode, temperature=temperature,
+                              top_p=top_p, max_new_tokens=cfg.max_new_tokens, seed=seed,
+                              batch_size=max(8, cfg.group_size), stop=("</action>",),
+                              length_normalize=cfg.length_normalize)
+
+
+class TimedPolicy:
+    """Wraps a policy to count the seconds and tokens spent generating."""
+
+    def __init__(self, policy: Any) -> None:
+        self.policy, self.seconds, self.tokens = policy, 0.0, 0
+
+    def act(self, requests: list) -> list:
+        start = time.perf_counter()
+        replies = self.policy.act(requests)
+        self.seconds += time.perf_counter() - start
+        self.tokens += sum(len(r.token_ids) for r in replies)
+        return replies
+
+
+def env_kwargs(cfg: TrainConfig, split: str, expert: bool = False) -> dict[str, Any]:
+    kw = dict(cfg.env_kwargs, split=split)
+    if cfg.max_steps:
+        kw["max_episode_steps"] = cfg.max_steps
+    if expert:
+        kw["request_infos"] = ["expert_action"]
+    return kw
+
+
+def make_vec(cfg: TrainConfig, n_tasks: int, group_size: int, kwargs: dict) -> Any:
+    from envs.vector import GroupVectorEnv
+
+    return GroupVectorEnv(cfg.env, n_tasks, group_size, backend=cfg.backend, env_kwargs=kwargs,
+                          **({"ray_address": cfg.ray_address} if cfg.ray_address else {}))
+
+
+def split_tasks(cfg: TrainConfig, split: str) -> list:
+    import gymnasium as gym
+
+    import envs  # noqa: F401  (registers the environments)
+
+    probe = gym.make(cfg.env, **env_kwargs(cfg, split))
+    tasks = list(probe.unwrapped.split_tasks())
+    probe.close()
+    return tasks
+
+
+# ---------------------------------------------------------------------------------------------
+# Rewards and the batch of actions to train on.
+
+
+def step_rewards(rows: list, cfg: TrainConfig) -> np.ndarray:
+    """r_t: ``reward_scale`` x success (or x the env's score) on an episode's last step, minus
+    ``invalid_penalty`` on steps whose action was malformed or rejected."""
+    r = np.zeros(len(rows))
+    for i, row in enumerate(rows):
+        if row.done:
+            r[i] = cfg.reward_scale * (float(row.won) if cfg.reward == "success" else row.score)
+        if not (row.well_formed and row.action_valid):
+            r[i] -= cfg.invalid_penalty
+    return r
+
+
+def advantages_of(rows: list, rewards: np.ndarray, cfg: TrainConfig) -> tuple[np.ndarray, dict]:
+    keys = [r.state_key if cfg.state_grouping == "state_key" else r.observation for r in rows]
+    return compute_advantages(
+        cfg.algo, group=[r.group for r in rows], trajectory=[r.trajectory for r in rows],
+        step=np.asarray([r.t for r in rows], dtype=np.int64), key=keys, reward=rewards,
+        gamma=cfg.gamma, lam=cfg.lam, norm=cfg.norm, omega=cfg.omega, return_details=True)
+
+
+def all_reduce_sum(x: float, world: int) -> float:
+    if world == 1:
+        return x
+    t = torch.tensor([x], dtype=torch.float64)
+    torch.distributed.all_reduce(t)
+    return float(t[0])
+
+
+def sync_gradients(params: list[torch.Tensor], world: int) -> None:
+    """Sum gradients over ranks (the loss is already divided by the global count) in one flat
+    all-reduce."""
+    if world == 1:
+        return
+    grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in params]
+    flat = torch.cat([g.reshape(-1) for g in grads])
+    torch.distributed.all_reduce(flat)
+    offset = 0
+    for p in params:
+        n = p.numel()
+        p.grad = flat[offset:offset + n].view_as(p).clone()
+        offset += n
+
+
+@contextlib.contextmanager
+def reference_weights(model: Any, ref_model: Any | None):
+    """The frozen reference policy: the base model under LoRA (adapters off), else a copy."""
+    if ref_model is not None:
+        yield ref_model
+    else:
+        with model.disable_adapter():
+            yield model
+
+
+def update(model: Any, ref_model: Any | None, optimizer: torch.optim.Optimizer, batch: dict,
+           cfg: TrainConfig, *, world: int, epoch_seed: int, amp: torch.dtype | None,
+           pad_id: int) -> dict[str, float]:
+    """``ppo_epochs`` passes of ``num_minibatches`` optimizer steps over the batch; each
+    minibatch is cut into micro-batches (gradient accumulation) that fit
+    ``micro_batch_tokens``."""
+    loss_cfg = LossConfig(ratio_level=cfg.resolved_ratio_level(), clip_eps=cfg.clip_eps,
+                          clip_eps_high=cfg.clip_eps_high, dual_clip=cfg.dual_clip,
+                          kl_coef=cfg.kl_coef, entropy_coef=cfg.entropy_coef,
+                          aggregation=cfg.aggregation)
+    # Score-mode log-probs are the raw model's; generated ones are log_softmax(logits / T).
+    temp = cfg.temperature if cfg.mode == "generate" and cfg.temperature > 0 else 1.0
+    params = [p for p in model.parameters() if p.requires_grad]
+    n = len(batch["adv"])
+    totals: dict[str, float] = {}
+    tokens_seen = 0
+    for epoch in range(cfg.ppo_epochs):
+        order = torch.randperm(n, generator=torch.Generator().manual_seed(epoch_seed + epoch))
+        for mb in np.array_split(order.numpy(), cfg.num_minibatches):
+            mb = sorted(mb, key=lambda i: len(batch["prompt"][i]) + len(batch["reply"][i]))
+            lengths = [len(batch["prompt"][i]) + len(batch["reply"][i]) for i in mb]
+            # Global count of this minibatch (all ranks): the denominator of the mean.
+            local = sum(len(batch["reply"][i]) for i in mb) if cfg.aggregation == "token-mean" \
+                else len(mb)
+            denom = all_reduce_sum(float(local), world)
+            optimizer.zero_grad(set_to_none=True)
+            for chunk in micro_batches(lengths, cfg.micro_batch_tokens):
+                idx = [mb[j] for j in chunk]
+                prompts = [batch["prompt"][i] for i in idx]
+                replies = [batch["reply"][i] for i in idx]
+                logp, mask, ent = reply_logprobs(
+                    model, prompts, replies, pad_id=pad_id, temperature=temp,
+                    with_entropy=True, autocast_dtype=amp)
+                T = mask.shape[1]
+                old = right_align([batch["old_logp"][i] for i in idx], T, logp.device)
+                ref = None
+                if cfg.kl_coef > 0:
+                    with torch.no_grad(), reference_weights(model, ref_model) as ref_net:
+                        ref = reply_logprobs(ref_net, prompts, replies, pad_id=pad_id,
+                                             temperature=temp, autocast_dtype=amp)[0]
+                adv = torch.tensor([batch["adv"][i] for i in idx], device=logp.device)
+                loss, stats = policy_loss(logp, old, adv, mask, loss_cfg, ref_logp=ref,
+                                          entropy=ent, denominator=denom)
+                # DDP averages nothing here: each rank's loss is already over the global
+                # denominator, so summing gradients over ranks gives the global mean's.
+                loss.backward()
+                for k, v in stats.items():
+                    totals[k] = totals.get(k, 0.0) + (v * denom if k == "pg" else v)
+                tokens_seen += int(mask.shape[0] * (T + max(len(p) for p in prompts)))
+            sync_gradients(params, world)
+            if cfg.max_grad_norm > 0:
+                g = torch.nn.utils.clip_grad_norm_(params, cfg.max_grad_norm)
+                totals["grad_norm"] = totals.get("grad_norm", 0.0) + float(g)
+            optimizer.step()
+    steps = cfg.ppo_epochs * cfg.num_minibatches
+    tok = max(totals.get("tokens", 0.0), 1.0)
+    return {"pg_loss": totals.get("pg", 0.0) / tok, "kl": totals.get("kl", 0.0) / tok,
+            "entropy": totals.get("entropy", 0.0) / tok,
+            "clip_frac": totals.get("clip_frac", 0.0) / tok,
+            "ratio_mean": totals.get("ratio", 0.0) / tok,
+            "grad_norm": totals.get("grad_norm", 0.0) / steps,
+            "padded_tokens": float(tokens_seen)}
+
+
+def recompute_old_logprobs(model: Any, batch: dict, cfg: TrainConfig, amp, pad_id: int) -> None:
+    temp = cfg.temperature if cfg.mode == "generate" and cfg.temperature > 0 else 1.0
+    lengths = [len(p) + len(r) for p, r in zip(batch["prompt"], batch["reply"], strict=True)]
+    with torch.no_grad():
+        for idx in micro_batches(lengths, cfg.micro_batch_tokens):
+            replies = [batch["reply"][i] for i in idx]
+            logp, mask, _ = reply_logprobs(model, [batch["prompt"][i] for i in idx], replies,
+                                           pad_id=pad_id, temperature=temp, autocast_dtype=amp)
+            for j, i in enumerate(idx):
+                batch["old_logp"][i] = logp[j, mask.shape[1] - len(replies[j]):].tolist()
+
+
+# ---------------------------------------------------------------------------------------------
+# Behaviour-cloning warm start on the environment's expert.
+
+
+class _Expert:
+    """The env's expert (``info["expert_action"]``); in score mode its WebShop searches become
+    the one search the scoring policy can choose, ``search[<instruction>]``."""
+
+    def __init__(self, score_mode: bool) -> None:
+        self.score_mode = score_mode
+
+    def act(self, requests: list) -> list:
+        from agents.policies.base import Reply
+        from agents.policies.scripted import format_reply
+
+        out = []
+        for r in requests:
+            a = r.info.get("expert_action") or ""
+            if self.score_mode and a.startswith("search["):
+                a = f"search[{r.info.get('instruction', '')}]"
+            out.append(Reply(format_reply(a)))
+        return out
+
+
+def expert_demonstrations(cfg: TrainConfig, policy: Any, agent: Any, tasks: list) -> list:
+    """``(prompt ids, reply ids)`` of every step of the expert's won episodes, the reply
+    written as the policy writes it (score mode: ``reply_template`` filled, then EOS)."""
+    from agents.rollout import rollout
+
+    tok = policy.tokenizer
+    vec = make_vec(cfg, len(tasks), 1, env_kwargs(cfg, cfg.train_split, expert=True))
+    try:
+        table = rollout(_Expert(cfg.mode == "score"), agent, vec, tasks)
+    finally:
+        vec.close()
+    won = {e["trajectory"] for e in table.episodes() if e["won"]}
+    demos = []
+    for row in table.rows:
+        if row.trajectory in won:
+            text = policy.reply_template.replace("{action}", row.action) \
+                if cfg.mode == "score" else row.reply
+            ids = list(tok(text, add_special_tokens=False)["input_ids"]) + [tok.eos_token_id]
+            demos.append((policy.prompt_ids(row.prompt), ids))
+    return demos
+
+
+def behaviour_cloning(model: Any, demos: list, cfg: TrainConfig, *, world: int,
+                      amp: torch.dtype | None, pad_id: int) -> float:
+    """Maximise log pi(expert reply | prompt), token-mean, ``bc_epochs`` passes; returns the
+    last batch's mean negative log-likelihood."""
+    params = [p for p in model.parameters() if p.requires_grad]
+    opt = torch.optim.AdamW(params, lr=cfg.bc_lr, weight_decay=0.0)
+    gen = torch.Generator().manual_seed(cfg.seed + 7)
+    nll = float("nan")
+    for _ in range(cfg.bc_epochs):
+        order = torch.randperm(len(demos), generator=gen).tolist()
+        for start in range(0, len(order), cfg.bc_batch):
+            idx = order[start:start + cfg.bc_batch]
+            denom = all_reduce_sum(float(sum(len(demos[i][1]) for i in idx)), world)
+            opt.zero_grad(set_to_none=True)
+            lengths = [len(demos[i][0]) + len(demos[i][1]) for i in idx]
+            total = 0.0
+            for chunk in micro_batches(lengths, cfg.micro_batch_tokens):
+                sub = [idx[j] for j in chunk]
+                logp, mask, _ = reply_logprobs(model, [demos[i][0] for i in sub],
+                                               [demos[i][1] for i in sub], pad_id=pad_id,
+                                               autocast_dtype=amp)
+                loss = -(logp * mask).sum() / denom
+                loss.backward()
+                total += float(loss.detach())
+            sync_gradients(params, world)
+            torch.nn.utils.clip_grad_norm_(params, 1.0)
+            opt.step()
+            nll = total
+    return nll
+
+
+# ---------------------------------------------------------------------------------------------
+# Evaluation on the held-out split (sharded over ranks).
+
+
+def evaluate_policy(model: Any, tokenizer: Any, cfg: TrainConfig, agent: Any, tasks: list, *,
+                    rank: int, world: int, amp: torch.dtype | None) -> dict[str, Any]:
+    """Success and score per task type (Wilson / normal 95% intervals) on ``tasks``."""
+    from agents.rollout import rollout
+    from gagpo.evaluate import summarise
+
+    mine = tasks[rank::world]
+    # A private, fixed seed: evaluating never moves the training run's random streams.
+    policy = make_policy(model, tokenizer, cfg, temperature=cfg.eval_temperature,
+                         seed=cfg.seed + 1_000_003 * (rank + 1))
+    episodes: list[dict] = []
+    was_training = model.training
+    model.eval()
+    with torch.no_grad(), torch.autocast(_device_type(model), dtype=amp or torch.bfloat16,
+                                         enabled=amp is not None):
+        for start in range(0, len(mine), cfg.eval_batch):
+            chunk = mine[start:start + cfg.eval_batch]
+            vec = make_vec(cfg, len(chunk), 1, env_kwargs(cfg, cfg.resolved_eval_split()))
+            try:
+                episodes += rollout(policy, agent, vec, chunk).episodes()
+            finally:
+                vec.close()
+    model.train(was_training)
+    if world > 1:
+        gathered: list[Any] = [None] * world
+        torch.distributed.all_gather_object(gathered, episodes)
+        episodes = [e for part in gathered for e in part]
+    return summarise(episodes)
+
+
+def _device_type(model: Any) -> str:
+    return next(model.parameters()).device.type
+
+
+# ---------------------------------------------------------------------------------------------
+# The loop.
+
+
+def _gather(obj: Any, world: int) -> list[Any]:
+    if world == 1:
+        return [obj]
+    out: list[Any] = [None] * world
+    torch.distributed.all_gather_object(out, obj)
+    return out
+
+
+def train(cfg: TrainConfig) -> dict[str, Any]:
+    """Run (or resume) a training run; returns the evaluations made along the way."""
+    from tqdm import tqdm
+
+    from agents.react import ReActAgent
+    from agents.rollout import rollout
+
+    rank, world, device = setup_distributed()
+    if cfg.n_groups % world:
+        raise ValueError(f"n_groups ({cfg.n_groups}) must be a multiple of the ranks ({world})")
+    out = Path(cfg.out_dir)
+    ckpt_path = out / "checkpoint.pt"
+    if rank == 0:
+        (out / "steps").mkdir(parents=True, exist_ok=True)
+        (out / "config.json").write_text(json.dumps(cfg.to_dict(), indent=2))
+    random.seed(cfg.seed)
+    np.random.seed(cfg.seed)
+    torch.manual_seed(cfg.seed)
+
+    model, tokenizer = build_model(cfg, device)
+    amp = autocast_dtype(cfg, model, device)
+    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else \
+        tokenizer.eos_token_id
+    agent = ReActAgent(cfg.env, history_length=cfg.history_length, max_steps=cfg.max_steps)
+    policy = make_policy(model, tokenizer, cfg, temperature=cfg.temperature,
+                         seed=cfg.seed + rank, top_p=cfg.top_p)
+    train_tasks = split_tasks(cfg, cfg.train_split)
+    eval_tasks = split_tasks(cfg, cfg.resolved_eval_split())[:cfg.eval_episodes]
+    evals: dict[str, Any] = {}
+
+    def run_eval(name: str) -> dict[str, Any]:
+        summary = evaluate_policy(model, tokenizer, cfg, agent, eval_tasks, rank=rank,
+                                  world=world, amp=amp)
+        evals[name] = summary
+        return summary
+
+    state = torch.load(ckpt_path, weights_only=False) \
+        if cfg.resume and ckpt_path.exists() else None
+    # The frozen reference is the starting policy (a copy; under LoRA the adapter-free base).
+    ref_model = None
+    if cfg.kl_coef > 0 and cfg.lora_rank == 0:
+        ref_model = copy.deepcopy(model).eval().requires_grad_(False)
+    start = 0
+    if state is not None:
+        model.load_state_dict(state["model"], strict=False)
+        if ref_model is not None and "reference" in state:
+            ref_model.load_state_dict(state["reference"], strict=False)
+        start, evals = state["iteration"], state["evals"]
+    else:
+        if cfg.eval_episodes > 0:
+            run_eval("before")
+        if cfg.bc_episodes > 0:  # warm start; GAGPO's reference policy is the warm model
+            mine = train_tasks[rank:cfg.bc_episodes:world]
+            demos = expert_demonstrations(cfg, policy, agent, mine)
+            model.train()
+            nll = behaviour_cloning(model, demos, cfg, world=world, amp=amp, pad_id=pad_id)
+            evals["bc"] = {"demonstration_steps": len(demos), "final_nll": nll}
+            if ref_model is not None:
+                ref_model.load_state_dict(model.state_dict())
+            if cfg.eval_episodes > 0:
+                run_eval("after_bc")
+    if world > 1:  # the same start on every rank, whatever happened before
+        for p in model.parameters():
+            torch.distributed.broadcast(p.data, src=0)
+
+    params = [p for p in model.parameters() if p.requires_grad]
+    optimizer = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
+    if state is not None:
+        optimizer.load_state_dict(state["optimizer"])
+        set_rng_state(state["rng"][rank], policy)
+    logger = MetricLogger(cfg, out, enabled=rank == 0)
+    my_groups = list(range(rank, cfg.n_groups, world))
+    vec = make_vec(cfg, len(my_groups), cfg.group_size, env_kwargs(cfg, cfg.train_split))
+    bar = tqdm(total=cfg.iterations, initial=start, desc=f"train {cfg.algo}", unit="it",
+               disable=not (cfg.progress and rank == 0))
+    try:
+        for it in range(start, cfg.iterations):
+            t0 = time.perf_counter()
+            # Tasks and env seeds depend on (seed, iteration) only: a resumed run sees the same.
+            task_rng = np.random.default_rng([cfg.seed, it])
+            picks = task_rng.choice(len(train_tasks), size=cfg.n_groups,
+                                    replace=len(train_tasks) < cfg.n_groups)
+            tasks = [train_tasks[int(picks[g])] for g in my_groups]
+            seeds = [int(task_rng.integers(2**31)) for _ in range(cfg.n_groups)]
+            timed = TimedPolicy(policy)
+            model.eval()
+            with torch.no_grad(), torch.autocast(device.type, dtype=amp or torch.bfloat16,
+                                                 enabled=amp is not None):
+                table = rollout(timed, agent, vec, tasks, seeds=[seeds[g] for g in my_groups])
+            t_rollout = time.perf_counter() - t0
+
+            # Rewards and advantages (pure functions of the step table).
+            rows = [r for r in table.rows if not r.failed]
+            rewards = step_rewards(rows, cfg)
+            adv, details = advantages_of(rows, rewards, cfg)
+            train_idx = [i for i, r in enumerate(rows) if r.token_ids and r.prompt_token_ids]
+            batch = {"prompt": [rows[i].prompt_token_ids for i in train_idx],
+                     "reply": [rows[i].token_ids for i in train_idx],
+                     "old_logp": [list(rows[i].logprobs) for i in train_idx],
+                     "adv": [float(adv[i]) for i in train_idx]}
+
+            # The policy update.
+            t1 = time.perf_counter()
+            model.train()
+            if cfg.recompute_old_logp:
+                recompute_old_logprobs(model, batch, cfg, amp, pad_id)
+            stats = update(model, ref_model, optimizer, batch, cfg, world=world,
+                           epoch_seed=cfg.seed * 1_000_003 + it * 101 + rank, amp=amp,
+                           pad_id=pad_id)
+            t_update = time.perf_counter() - t1
+
+            # Metrics (over all ranks), the step table, the checkpoint, evaluation.
+            shared = (details["state_group_size"] > 1).sum()
+            invalid = sum(not (r.well_formed and r.action_valid) for r in rows)
+            parts = _gather((table.episodes(), adv.tolist(), int(shared), invalid, len(rows),
+                             stats, timed.tokens), world)
+            episodes = [e for p in parts for e in p[0]]
+            all_adv = np.asarray([a for p in parts for a in p[1]])
+            n_rows = max(sum(p[4] for p in parts), 1)
+            q75, q25 = np.percentile(all_adv, [75, 25]) if len(all_adv) else (0.0, 0.0)
+            metrics = {
+                "train/success": float(np.mean([e["won"] for e in episodes])),
+                "train/score": float(np.mean([e["score"] for e in episodes])),
+                "train/episode_length": float(np.mean([e["length"] for e in episodes])),
+                "train/invalid_rate": sum(p[3] for p in parts) / n_rows,
+                "adv/std": float(all_adv.std()), "adv/iqr": float(q75 - q25),
+                "adv/abs_mean": float(np.abs(all_adv).mean()) if len(all_adv) else 0.0,
+                "state/shared_fraction": sum(p[2] for p in parts) / n_rows,
+                **{f"loss/{k}": float(np.mean([p[5][k] for p in parts])) for k in stats},
+                "perf/gen_tokens_per_s": timed.tokens / max(timed.seconds, 1e-9),
+                "perf/update_tokens_per_s": stats["padded_tokens"] / max(t_update, 1e-9),
+                "time/generation": timed.seconds, "time/env": t_rollout - timed.seconds,
+                "time/update": t_update, "steps": n_rows,
+            }
+            name = f"iter_{it + 1:05d}" + (f"_rank{rank}" if world > 1 else "") + ".npz"
+            save_step_table(out / "steps" / name, rows,
+                            {"reward": rewards, "advantage": adv, "return": details["returns"],
+                             "value": details["value"],
+                             "state_group_size": details["state_group_size"]},
+                            cfg.save_observations)
+            last = it + 1 == cfg.iterations
+            if cfg.eval_episodes > 0 and (last or (cfg.eval_every and (it + 1) % cfg.eval_every
+                                                   == 0)):
+                metrics.update(eval_metrics(run_eval("after" if last else f"iter_{it + 1}")))
+            rngs = _gather(rng_state(policy), world)
+            if rank == 0 and (last or (cfg.save_every and (it + 1) % cfg.save_every == 0)):
+                payload = {"model": trainable_state(model), "optimizer": optimizer.state_dict(),
+                           "rng": rngs, "iteration": it + 1, "config": cfg.to_dict(),
+                           "evals": evals}
+                if ref_model is not None and "bc" in evals:  # else: rebuilt from cfg.model
+                    payload["reference"] = {n: p.detach().cpu()
+                                            for n, p in ref_model.named_parameters()}
+                save_checkpoint(ckpt_path, **payload)
+            metrics["time/other"] = time.perf_counter() - t0 - t_rollout - t_update
+            metrics["time/iteration"] = time.perf_counter() - t0
+            logger.log(it + 1, metrics)
+            bar.set_postfix(success=f"{metrics['train/success']:.2f}",
+                            len=f"{metrics['train/episode_length']:.1f}")
+            bar.update(1)
+    finally:
+        bar.close()
+        vec.close()
+        logger.close()
+    # Data parallelism must leave every rank with the same parameters: check, and record it.
+    digest = hashlib.sha256(b"".join(t.numpy().tobytes() for t in
+                                     trainable_state(model).values())).hexdigest()
+    digests = _gather(digest, world)
+    if rank == 0:
+        (out / "parameter_digests.json").write_text(json.dumps(digests))
+        if len(set(digests)) > 1:
+            print(f"warning: parameters differ across ranks: {digests}")
+    if rank == 0 and cfg.iterations > start:
+        final = out / "final"
+        model.save_pretrained(final)
+        tokenizer.save_pretrained(final)
+    return evals

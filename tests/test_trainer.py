@@ -1,0 +1,139 @@
+"""The trainer: a policy update moves log-probs the advantages' way, resuming equals an
+uninterrupted run, and torchrun's ranks keep identical parameters."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from gagpo.losses import reply_logprobs
+from gagpo.train_config import TrainConfig
+from gagpo.trainer import micro_batches, step_rewards, train, update
+
+torch.set_num_threads(1)
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _tiny_cfg(out: Path, **kw) -> TrainConfig:
+    base = dict(model="tiny", mode="generate", n_groups=2, group_size=2, max_steps=3,
+                max_new_tokens=8, history_length=0, eval_episodes=0, lr=1e-3,
+                tensorboard=False, progress=False, out_dir=str(out), seed=3)
+    return TrainConfig(**{**base, **kw})
+
+
+def test_one_update_raises_positive_and_lowers_negative_actions():
+    from agents.models import load_model
+
+    model, tok = load_model("tiny")
+    prompts = [[5, 6, 7, 8, 9], [11, 12, 13], [20, 21, 22, 23], [30, 31]]
+    replies = [[40, 41, 42], [43, 44], [45, 46, 47, 48], [49]]
+    adv = [1.0, -1.0, 1.0, -1.0]
+    with torch.no_grad():
+        before, mask, _ = reply_logprobs(model, prompts, replies, pad_id=tok.pad_token_id)
+    batch = {"prompt": prompts, "reply": replies, "adv": adv,
+             "old_logp": [before[i, mask.shape[1] - len(r):].tolist()
+                          for i, r in enumerate(replies)]}
+    for ratio_level in ("action", "token"):
+        m = load_model("tiny")[0]
+        cfg = TrainConfig(lr=3e-3, kl_coef=0.0, entropy_coef=0.0, micro_batch_tokens=16,
+                          ratio_level=ratio_level)
+        opt = torch.optim.AdamW(m.parameters(), lr=cfg.lr)
+        stats = update(m, None, opt, batch, cfg, world=1, epoch_seed=0, amp=None,
+                       pad_id=tok.pad_token_id)
+        assert stats["ratio_mean"] == pytest.approx(1.0, abs=1e-5)  # 1 epoch: pi_old = pi
+        with torch.no_grad():
+            after, _, _ = reply_logprobs(m, prompts, replies, pad_id=tok.pad_token_id)
+        delta = ((after - before) * mask).sum(-1)
+        for d, a in zip(delta.tolist(), adv, strict=True):
+            assert d * a > 0, (ratio_level, delta.tolist())
+
+
+def test_micro_batches_respect_the_budget():
+    lengths = [3, 3, 4, 10, 2, 2, 2]
+    chunks = micro_batches(lengths, 9)
+    assert sum(chunks, []) == list(range(7))
+    assert all(len(c) * max(lengths[i] for i in c) <= 9 or len(c) == 1 for c in chunks)
+
+
+def test_rewards_success_score_and_invalid_penalty():
+    from types import SimpleNamespace as Row
+
+    rows = [Row(done=False, won=False, score=0.0, well_formed=True, action_valid=False),
+            Row(done=True, won=True, score=1.0, well_formed=True, action_valid=True),
+            Row(done=True, won=False, score=0.5, well_formed=False, action_valid=True)]
+    assert step_rewards(rows, TrainConfig()).tolist() == pytest.approx([-0.1, 10.0, -0.1])
+    got = step_rewards(rows, TrainConfig(reward="score", reward_scale=1.0, invalid_penalty=0))
+    assert got.tolist() == pytest.approx([0.0, 1.0, 0.5])
+
+
+def _params(out: Path) -> dict:
+    ckpt = torch.load(out / "checkpoint.pt", weights_only=False)
+    return ckpt["model"]
+
+
+def test_resume_gives_the_same_parameters_as_an_uninterrupted_run(tmp_path):
+    whole, split = tmp_path / "whole", tmp_path / "split"
+    train(_tiny_cfg(whole, iterations=4))
+    train(_tiny_cfg(split, iterations=2))
+    train(_tiny_cfg(split, iterations=4, resume=True))
+    a, b = _params(whole), _params(split)
+    assert a.keys() == b.keys()
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    # ... and it did train: the parameters moved away from the initial model.
+    from agents.models import load_model
+
+    init = dict(load_model("tiny")[0].named_parameters())
+    assert any(not torch.equal(init[k].detach(), a[k]) for k in a)
+    lines = (split / "metrics.jsonl").read_text().splitlines()
+    assert [json.loads(x)["iteration"] for x in lines] == [1, 2, 3, 4]
+    assert len(list((whole / "steps").glob("iter_*.npz"))) == 4
+    import numpy as np
+
+    table = np.load(whole / "steps" / "iter_00004.npz")
+    for col in ("advantage", "value", "state_group_size", "reward", "state_key"):
+        assert len(table[col]) == len(table["group"]) > 0
+
+
+def test_score_mode_with_warm_start_and_evaluation(tmp_path):
+    evals = train(_tiny_cfg(tmp_path, mode="score", iterations=1, bc_episodes=2, max_steps=8,
+                            eval_episodes=2, eval_batch=2, algo="gigpo", reward="score",
+                            state_grouping="observation"))
+    assert {"before", "bc", "after_bc", "after"} <= set(evals)
+    assert evals["bc"]["demonstration_steps"] > 0
+    assert evals["after"]["all"]["episodes"] == 2
+
+
+def test_cli_train_help_and_config_file(tmp_path):
+    from gagpo.cli import build_parser
+    from gagpo.train_config import config_from_args
+
+    conf = tmp_path / "c.toml"
+    conf.write_text('algo = "grpo"\nlr = 0.5\nn_groups = 4\n')
+    args = build_parser().parse_args(["train", "--config", str(conf), "--lr", "0.25",
+                                      "--dual-clip", "none", "--no-tensorboard"])
+    cfg = config_from_args(args)
+    assert (cfg.algo, cfg.lr, cfg.n_groups, cfg.dual_clip, cfg.tensorboard) == \
+        ("grpo", 0.25, 4, None, False)
+    assert cfg.resolved_ratio_level() == "token"
+    assert TrainConfig().resolved_ratio_level() == "action"
+
+
+def test_torchrun_two_cpu_ranks_keep_identical_parameters(tmp_path):
+    out = tmp_path / "ddp"
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+           "-m", "gagpo.cli", "train", "--model", "tiny", "--n-groups", "2", "--group-size",
+           "2", "--max-steps", "3", "--max-new-tokens", "8", "--history-length", "0",
+           "--eval-episodes", "2", "--eval-batch", "1", "--iterations", "2", "--lr", "1e-3",
+           "--no-tensorboard", "--no-progress", "--out-dir", str(out)]
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    digests = json.loads((out / "parameter_digests.json").read_text())
+    assert len(digests) == 2 and digests[0] == digests[1]
+    assert sorted(p.name for p in (out / "steps").iterdir()) == [
+        "iter_00001_rank0.npz", "iter_00001_rank1.npz", "iter_00002_rank0.npz",
+        "iter_00002_rank1.npz"]
