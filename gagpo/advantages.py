@@ -1,0 +1,383 @@
+"""Critic-free advantage estimators for multi-turn agents: GAGPO, GiGPO, GRPO and RLOO.
+
+Pure functions of a step table: one row per environment step, given as equal-length arrays
+(rows in any order)::
+
+    group       the task group the row belongs to (N groups of G rollouts of one task)
+    trajectory  the episode the row belongs to (any hashable id; one group per trajectory)
+    step        the step number t inside the episode (orders the rows of a trajectory)
+    key         the state key s_t of the state the action was taken in (any hashable)
+    reward      the reward r_t of the step
+
+and :func:`compute_advantages` returns one advantage per row, in the caller's order::
+
+    from gagpo.advantages import compute_advantages
+
+    adv = compute_advantages("gagpo", group=g, trajectory=traj, step=t, key=keys, reward=r)
+    adv, details = compute_advantages("gigpo", ..., return_details=True)
+
+The formulas (``/work/shared/specs/algorithms.md``), with G_t = sum_{k>=t} gamma^(k-t) r_k the
+discounted return of a row and R = sum_t r_t the (undiscounted) return of its episode:
+
+``grpo``   A_i = normalise(R_i) over the group's trajectories, broadcast to every step.
+``rloo``   A_i = R_i - mean_{j != i} R_j over the group's trajectories (0 for a group of one).
+``gigpo``  A = A_E + omega * A_S: A_E as GRPO; A_S = normalise(G_t) within the step group
+           (rows of one group with the same key; revisits inside one trajectory join it);
+           a step group of one row gets A_S = 0.
+``gagpo``  V(s) = mean of G_t over the group's rows with key s (the grouped value proxy);
+           delta_t = r_t + gamma * V(s_{t+1}) - V(s_t), with V = 0 after the last step;
+           A_t = delta_t + gamma * lam * A_{t+1}; then A is normalised over the group's rows.
+
+``normalise`` is ``(x - mean) / (std + epsilon)`` (``norm="mean_std"``), ``x - mean``
+(``"mean"``) or ``x`` (``"none"``), with the statistics of the group the value belongs to.
+``std`` is the unbiased sample standard deviation (ddof = 1, as ``torch.std`` in the verl /
+verl-agent reference code); a group of one value normalises to 0 under ``"mean"`` and
+``"mean_std"`` (the reference code keeps the raw value there instead). RLOO ignores ``norm``:
+its leave-one-out baseline is the whole definition.
+
+Episode-level statistics (GRPO, GiGPO's A_E) are taken over trajectories, one value each
+(``episode_stats="trajectory"``). ``episode_stats="rows"`` reproduces the reference GiGPO code,
+which takes them over the group's step rows (so long episodes weigh more).
+
+Adding an estimator is one function::
+
+    @register_estimator("my_method")
+    def my_method(steps: Steps, opts: Options) -> np.ndarray:
+        return steps.returns(opts.gamma) - ...   # one value per row, in ``steps`` order
+
+Everything is vectorised with numpy: segment statistics use ``np.bincount``, and the two
+backward recursions (G_t and GAE) loop over the horizon (the longest episode, 15 or 50 steps),
+each iteration updating every trajectory at once; there is no loop over rows or trajectories.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any, Literal
+
+import numpy as np
+
+__all__ = [
+    "DEFAULT_EPSILON",
+    "DEFAULT_GAMMA",
+    "DEFAULT_LAM",
+    "ESTIMATORS",
+    "NORMS",
+    "Options",
+    "Steps",
+    "compute_advantages",
+    "register_estimator",
+    "state_groups",
+]
+
+DEFAULT_GAMMA = 0.95
+"""Discount of G_t (verl-agent's GiGPO default)."""
+DEFAULT_LAM = 0.95
+"""GAE lambda of GAGPO. The paper's value is not known; 0.95 (PPO's usual value) sits between
+its two reported-worse extremes, lam = 1 (G_t - V(s_t)) and lam = 0 (delta_t alone)."""
+DEFAULT_EPSILON = 1e-6
+"""Added to the standard deviation in ``"mean_std"`` normalisation."""
+
+Norm = Literal["mean_std", "mean", "none"]
+NORMS: tuple[str, ...] = ("mean_std", "mean", "none")
+EPISODE_STATS: tuple[str, ...] = ("trajectory", "rows")
+
+
+@dataclass(frozen=True)
+class Options:
+    """The estimators' hyper-parameters (see :func:`compute_advantages`)."""
+
+    gamma: float = DEFAULT_GAMMA
+    lam: float = DEFAULT_LAM
+    norm: Norm = "mean_std"
+    omega: float = 1.0
+    epsilon: float = DEFAULT_EPSILON
+    episode_stats: Literal["trajectory", "rows"] = "trajectory"
+
+
+# ---------------------------------------------------------------------------------------------
+# Segment operations: statistics of x per id, and the backward recursion y_t = x_t + c y_{t+1}.
+
+
+def segment_mean(x: np.ndarray, ids: np.ndarray, n: int | None = None) -> np.ndarray:
+    """Mean of ``x`` over the rows of each id ``0..n-1`` (ids with no rows get 0)."""
+    counts = np.bincount(ids, minlength=n or 0)
+    return np.bincount(ids, weights=x, minlength=n or 0) / np.maximum(counts, 1)
+
+
+def normalise(x: np.ndarray, ids: np.ndarray, norm: str, epsilon: float) -> np.ndarray:
+    """``x`` normalised within each id: (x - mean) / (std + epsilon), x - mean, or x.
+
+    std has ddof = 1; a segment of one value normalises to 0 (its deviation is 0).
+    """
+    if norm == "none":
+        return x.astype(np.float64, copy=True)
+    counts = np.bincount(ids)
+    dev = x - segment_mean(x, ids)[ids]
+    if norm == "mean":
+        return dev
+    var = np.bincount(ids, weights=dev * dev) / np.maximum(counts - 1, 1)
+    return dev / (np.sqrt(var)[ids] + epsilon)
+
+
+def _factorise(values: Any, what: str) -> np.ndarray:
+    """Integer ids 0..k-1 for the distinct values (any hashables; numpy's unique when it can)."""
+    arr = np.asarray(values)
+    if arr.ndim == 1 and arr.dtype.kind in "biufUS":
+        return np.unique(arr, return_inverse=True)[1].reshape(-1)
+    seen: dict[Any, int] = {}  # tuples, mixed types: hash them
+    try:
+        return np.fromiter((seen.setdefault(v, len(seen)) for v in values), np.int64)
+    except TypeError as e:
+        raise ValueError(f"{what} must hold hashable values: {e}") from None
+
+
+def _pair_ids(group_ids: np.ndarray, key_ids: np.ndarray) -> np.ndarray:
+    """Step-group ids 0..k-1: one per (group, key) pair that occurs."""
+    pair = group_ids.astype(np.int64) * (int(key_ids.max(initial=-1)) + 1) + key_ids
+    return np.unique(pair, return_inverse=True)[1].reshape(-1)
+
+
+# ---------------------------------------------------------------------------------------------
+# The step table, validated, sorted by (trajectory, step) and with integer ids.
+
+
+class Steps:
+    """The rows sorted by (trajectory, step), with dense integer ids; what estimators read.
+
+    Attributes (arrays over the sorted rows unless said otherwise):
+        order: position of each sorted row in the caller's arrays.
+        reward: r_t.
+        group: group id 0..n_groups-1.
+        traj: trajectory id 0..n_traj-1; the rows of a trajectory are contiguous, in step order.
+        state: step-group id 0..n_states-1 (same group and same key).
+        last: whether the row is its trajectory's last step.
+        steps_left: number of steps after this one in its trajectory (0 on the last step).
+        traj_group: group id of each trajectory (over trajectories).
+    """
+
+    def __init__(self, *, group: Any, trajectory: Any, step: Any, key: Any, reward: Any) -> None:
+        columns = {"group": group, "trajectory": trajectory, "step": step, "key": key,
+                   "reward": reward}
+        lengths = {name: len(col) for name, col in columns.items()}
+        if len(set(lengths.values())) != 1:
+            raise ValueError(f"group, trajectory, step, key and reward must have equal lengths, "
+                             f"got {lengths}")
+        n = lengths["reward"]
+        step_arr = np.asarray(step)
+        if step_arr.ndim != 1 or (n and step_arr.dtype.kind not in "iu"):
+            raise ValueError(f"step must be a 1-d array of integers, got dtype {step_arr.dtype}")
+        reward_arr = np.asarray(reward, dtype=np.float64)
+        if reward_arr.ndim != 1 or not np.isfinite(reward_arr).all():
+            raise ValueError("reward must be a 1-d array of finite numbers")
+        traj_raw = _factorise(trajectory, "trajectory")
+        group_raw = _factorise(group, "group")
+        key_raw = _factorise(key, "key")
+
+        self.order = np.lexsort((step_arr, traj_raw))
+        traj_sorted, step_sorted = traj_raw[self.order], step_arr[self.order]
+        new_traj = np.r_[True, traj_sorted[1:] != traj_sorted[:-1]] if n else np.zeros(0, bool)
+        dup = ~new_traj[1:] & (step_sorted[1:] == step_sorted[:-1])
+        if dup.any():
+            i = self.order[np.flatnonzero(dup)[0] + 1]
+            raise ValueError(f"duplicate (trajectory, step): {trajectory[i]!r}, {step[i]!r} "
+                             "appears more than once")
+
+        self.n = n
+        self.reward = reward_arr[self.order]
+        self.traj = np.cumsum(new_traj) - 1
+        self.group = group_raw[self.order]
+        self.n_traj = int(self.traj[-1]) + 1 if n else 0
+        starts = np.flatnonzero(new_traj)
+        self.traj_group = self.group[starts]
+        if (self.group != self.traj_group[self.traj]).any():
+            bad = self.order[np.flatnonzero(self.group != self.traj_group[self.traj])[0]]
+            raise ValueError(f"trajectory {trajectory[bad]!r} has rows in more than one group")
+        self.last = np.r_[new_traj[1:], True] if n else np.zeros(0, bool)
+        ends = np.r_[starts[1:], n] - 1  # index of each trajectory's last row
+        self.steps_left = ends[self.traj] - np.arange(n)
+        self.state = _pair_ids(group_raw, key_raw)[self.order]
+
+    # -- per-row quantities every estimator may need ----------------------------------------
+
+    def returns(self, gamma: float) -> np.ndarray:
+        """G_t = r_t + gamma * G_{t+1} (G = 0 after the last step)."""
+        return self.backward(self.reward, gamma)
+
+    @cached_property
+    def episode_return(self) -> np.ndarray:
+        """R = sum_t r_t of each trajectory (over trajectories)."""
+        return np.bincount(self.traj, weights=self.reward, minlength=self.n_traj)
+
+    @cached_property
+    def state_size(self) -> np.ndarray:
+        """Number of rows in each row's step group."""
+        return np.bincount(self.state)[self.state]
+
+    def state_value(self, gamma: float) -> np.ndarray:
+        """GAGPO's grouped value proxy V(s_t): mean G_t over the rows of the row's step group."""
+        return segment_mean(self.returns(gamma), self.state)[self.state]
+
+    def backward(self, x: np.ndarray, c: float) -> np.ndarray:
+        """y_t = x_t + c * y_{t+1} within each trajectory, y = 0 after its last step.
+
+        Loops over the horizon, not over rows: pass k updates every row with k steps left at
+        once, reading the row after it (already done in pass k - 1).
+        """
+        y = np.zeros(self.n)
+        rows_by_steps_left = np.argsort(self.steps_left, kind="stable")
+        bounds = np.cumsum(np.bincount(self.steps_left))[:-1]
+        for k, rows in enumerate(np.split(rows_by_steps_left, bounds)):
+            y[rows] = x[rows] if k == 0 else x[rows] + c * y[rows + 1]
+        return y
+
+    def unsort(self, x: np.ndarray) -> np.ndarray:
+        """Values over the sorted rows, put back in the caller's row order."""
+        out = np.empty_like(x)
+        out[self.order] = x
+        return out
+
+
+# ---------------------------------------------------------------------------------------------
+# The estimators: one function each, registered by name.
+
+Estimator = Callable[[Steps, Options], np.ndarray]
+ESTIMATORS: dict[str, Estimator] = {}
+
+
+def register_estimator(name: str) -> Callable[[Estimator], Estimator]:
+    """Decorator: make ``fn(steps, opts) -> advantages over steps' rows`` a method by name."""
+
+    def decorate(fn: Estimator) -> Estimator:
+        if name in ESTIMATORS:
+            raise ValueError(f"an estimator named {name!r} is already registered")
+        ESTIMATORS[name] = fn
+        return fn
+
+    return decorate
+
+
+def episode_advantage(steps: Steps, opts: Options) -> np.ndarray:
+    """normalise(R) over the group's trajectories (or step rows), broadcast to every row."""
+    R = steps.episode_return
+    if opts.episode_stats == "rows":  # the reference GiGPO code: one value per step row
+        return normalise(R[steps.traj], steps.group, opts.norm, opts.epsilon)
+    return normalise(R, steps.traj_group, opts.norm, opts.epsilon)[steps.traj]
+
+
+@register_estimator("grpo")
+def grpo(steps: Steps, opts: Options) -> np.ndarray:
+    """A_i = normalise(R_i) within the group, the same for every step of episode i."""
+    return episode_advantage(steps, opts)
+
+
+@register_estimator("rloo")
+def rloo(steps: Steps, opts: Options) -> np.ndarray:
+    """A_i = R_i - mean_{j != i} R_j = (n R_i - sum_j R_j) / (n - 1); 0 for a group of one."""
+    R, g = steps.episode_return, steps.traj_group
+    n = np.bincount(g)[g]
+    total = np.bincount(g, weights=R)[g]
+    A = np.where(n > 1, (n * R - total) / np.maximum(n - 1, 1), 0.0)
+    return A[steps.traj]
+
+
+@register_estimator("gigpo")
+def gigpo(steps: Steps, opts: Options) -> np.ndarray:
+    """A = A_E + omega * A_S; A_S = normalise(G_t) in the step group, 0 for a group of one."""
+    A_E = episode_advantage(steps, opts)
+    A_S = normalise(steps.returns(opts.gamma), steps.state, opts.norm, opts.epsilon)
+    A_S = np.where(steps.state_size > 1, A_S, 0.0)
+    return A_E + opts.omega * A_S
+
+
+@register_estimator("gagpo")
+def gagpo(steps: Steps, opts: Options) -> np.ndarray:
+    """GAE on the grouped value proxy V(s), normalised over the group's rows."""
+    V = steps.state_value(opts.gamma)
+    V_next = np.where(steps.last, 0.0, np.roll(V, -1))  # the next row is s_{t+1}
+    delta = steps.reward + opts.gamma * V_next - V
+    A = steps.backward(delta, opts.gamma * opts.lam)
+    return normalise(A, steps.group, opts.norm, opts.epsilon)
+
+
+# ---------------------------------------------------------------------------------------------
+# The public entry points.
+
+
+def compute_advantages(
+    method: str,
+    *,
+    group: Sequence[Any] | np.ndarray,
+    trajectory: Sequence[Any] | np.ndarray,
+    step: Sequence[int] | np.ndarray,
+    key: Sequence[Any] | np.ndarray,
+    reward: Sequence[float] | np.ndarray,
+    gamma: float = DEFAULT_GAMMA,
+    lam: float = DEFAULT_LAM,
+    norm: Norm = "mean_std",
+    omega: float = 1.0,
+    epsilon: float = DEFAULT_EPSILON,
+    episode_stats: Literal["trajectory", "rows"] = "trajectory",
+    return_details: bool = False,
+) -> np.ndarray | tuple[np.ndarray, dict[str, Any]]:
+    """One advantage per step row, for ``method`` in :data:`ESTIMATORS`.
+
+    Args:
+        method: ``"gagpo"``, ``"gigpo"``, ``"grpo"``, ``"rloo"`` or a registered name.
+        group, trajectory, step, key, reward: the step table, one entry per row (equal
+            lengths, rows in any order; ``(trajectory, step)`` unique; ``key`` any hashable).
+        gamma: discount of G_t (and of GAGPO's TD residual).
+        lam: GAGPO's GAE lambda.
+        norm: group normalisation, ``"mean_std"``, ``"mean"`` or ``"none"`` (not used by RLOO).
+        omega: weight of GiGPO's step advantage.
+        epsilon: added to the std in ``"mean_std"``.
+        episode_stats: episode-level statistics over ``"trajectory"`` (one value each) or over
+            the group's step ``"rows"`` (the reference GiGPO code).
+        return_details: also return a dict of what trainers log (see below).
+
+    Returns:
+        ``advantages`` (float64, the caller's row order), or ``(advantages, details)`` with
+        ``details``: ``"returns"`` G_t per row, ``"value"`` V(s_t) per row (GAGPO's grouped
+        value proxy, computed whatever the method), ``"state_group_size"`` per row, and
+        ``"shared_fraction"``, the share of rows whose step group has more than one row.
+
+    Raises:
+        ValueError: unknown method, norm or episode_stats; unequal lengths; duplicate
+            ``(trajectory, step)``; a trajectory spread over several groups; bad dtypes.
+    """
+    if method not in ESTIMATORS:
+        raise ValueError(f"unknown method {method!r}; known: {sorted(ESTIMATORS)}")
+    if norm not in NORMS:
+        raise ValueError(f"unknown norm {norm!r}; known: {list(NORMS)}")
+    if episode_stats not in EPISODE_STATS:
+        raise ValueError(f"unknown episode_stats {episode_stats!r}; known: {list(EPISODE_STATS)}")
+    steps = Steps(group=group, trajectory=trajectory, step=step, key=key, reward=reward)
+    opts = Options(gamma=gamma, lam=lam, norm=norm, omega=omega, epsilon=epsilon,
+                   episode_stats=episode_stats)
+    advantages = steps.unsort(np.asarray(ESTIMATORS[method](steps, opts), dtype=np.float64))
+    if not return_details:
+        return advantages
+    details = {
+        "returns": steps.unsort(steps.returns(gamma)),
+        "value": steps.unsort(steps.state_value(gamma)),
+        "state_group_size": steps.unsort(steps.state_size),
+        "shared_fraction": float((steps.state_size > 1).mean()) if steps.n else 0.0,
+    }
+    return advantages, details
+
+
+def state_groups(
+    group: Sequence[Any] | np.ndarray, key: Sequence[Any] | np.ndarray
+) -> tuple[np.ndarray, np.ndarray, float]:
+    """Step groups of rows (same group, same key): ``(ids, sizes, shared_fraction)``.
+
+    ``ids`` numbers the step groups 0..k-1 per row, ``sizes`` is each row's step-group size and
+    ``shared_fraction`` the share of rows whose step group holds more than one row.
+    """
+    if len(group) != len(key):
+        raise ValueError(f"group and key must have equal lengths, got {len(group)}, {len(key)}")
+    ids = _pair_ids(_factorise(group, "group"), _factorise(key, "key"))
+    sizes = np.bincount(ids)[ids] if len(ids) else np.zeros(0, np.int64)
+    return ids, sizes, float((sizes > 1).mean()) if len(ids) else 0.0

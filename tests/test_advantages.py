@@ -1,0 +1,400 @@
+"""Advantage estimators (gagpo.advantages): hand-computed tables, invariances, a slow reference.
+
+The expected numbers below were worked out by hand (arithmetic in the comments), not produced by
+the code under test. Normalisation uses the unbiased std (ddof = 1) plus epsilon = 1e-6, hence
+the relative tolerance.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+
+import numpy as np
+import pytest
+
+from gagpo.advantages import ESTIMATORS, compute_advantages, register_estimator, state_groups
+
+RTOL, ATOL = 1e-5, 1e-6
+
+# The hand table: 12 rows, two groups (keys are per group: "s0" of group 1 is not "s0" of 0).
+#   group 0, traj 0: (s0, r=0) (s1, 0) (s2, 1)    R = 1   G (gamma 0.5) = [0.25, 0.5, 1]
+#   group 0, traj 1: (s0, 0)   (s1, 0)            R = 0   G = [0, 0]
+#   group 0, traj 2: (s0, 0)   (s3, 0) (s2, 1)    R = 1   G = [0.25, 0.5, 1]
+#   group 1, traj 3: (s0, 0)   (s1, 2)            R = 2   G = [1, 2]
+#   group 1, traj 4: (s0, 0)   (s2, 0)            R = 0   G = [0, 0]
+TABLE = {
+    "group":      [0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1],
+    "trajectory": [0, 0, 0, 1, 1, 2, 2, 2, 3, 3, 4, 4],
+    "step":       [0, 1, 2, 0, 1, 0, 1, 2, 0, 1, 0, 1],
+    "key":  ["s0", "s1", "s2", "s0", "s1", "s0", "s3", "s2", "s0", "s1", "s0", "s2"],
+    "reward":     [0, 0, 1, 0, 0, 0, 0, 1, 0, 2, 0, 0],
+}
+S2, S3 = math.sqrt(2), math.sqrt(3)
+
+
+def adv(method: str, table: dict = TABLE, **kw) -> np.ndarray:
+    return compute_advantages(method, **table, **kw)
+
+
+def close(actual, expected) -> None:
+    np.testing.assert_allclose(actual, np.asarray(expected, dtype=float), rtol=RTOL, atol=ATOL)
+
+
+# ---------------------------------------------------------------------------------------------
+# Each estimator on the hand table.
+
+
+def test_grpo_hand_table():
+    # group 0: R = [1, 0, 1], mean 2/3, var = (1/9 + 4/9 + 1/9) / 2 = 1/3, std = 1/sqrt(3)
+    #   -> (1/3) * sqrt(3) = 1/sqrt(3); (-2/3) * sqrt(3) = -2/sqrt(3)
+    # group 1: R = [2, 0], mean 1, var = (1 + 1) / 1 = 2 -> +-1/sqrt(2)
+    a, b, c, d = 1 / S3, -2 / S3, 1 / S2, -1 / S2
+    close(adv("grpo"), [a, a, a, b, b, a, a, a, c, c, d, d])
+    # "mean": R - mean
+    close(adv("grpo", norm="mean"), [1 / 3] * 3 + [-2 / 3] * 2 + [1 / 3] * 3 + [1, 1, -1, -1])
+    close(adv("grpo", norm="none"), [1, 1, 1, 0, 0, 1, 1, 1, 2, 2, 0, 0])
+
+
+def test_grpo_row_statistics_reproduce_reference_code():
+    # episode_stats="rows": group 0 has 8 rows with R = 1,1,1,0,0,1,1,1 -> mean 6/8 = 0.75,
+    # deviations 0.25 (x6), -0.75 (x2), sum of squares 6/16 + 2 * 9/16 = 1.5, var = 1.5 / 7
+    std0 = math.sqrt(1.5 / 7)
+    a, b = 0.25 / std0, -0.75 / std0
+    # group 1: rows R = 2, 2, 0, 0 -> mean 1, sum of squares 4, var 4/3
+    c = 1 / math.sqrt(4 / 3)
+    close(adv("grpo", episode_stats="rows"), [a, a, a, b, b, a, a, a, c, c, -c, -c])
+    close(adv("grpo", norm="mean", episode_stats="rows"),
+          [0.25] * 3 + [-0.75] * 2 + [0.25] * 3 + [1, 1, -1, -1])
+
+
+def test_rloo_hand_table():
+    # group 0: 1 - (0+1)/2 = 0.5; 0 - (1+1)/2 = -1; 1 - (1+0)/2 = 0.5. group 1: 2 - 0, 0 - 2
+    expected = [0.5] * 3 + [-1] * 2 + [0.5] * 3 + [2, 2, -2, -2]
+    for norm in ("mean_std", "mean", "none"):  # RLOO ignores norm
+        close(adv("rloo", norm=norm), expected)
+
+
+def test_gigpo_hand_table_mean():
+    # A_E (mean) = R - group mean: group 0 [1/3, -2/3, 1/3], group 1 [1, -1]
+    # step groups, G with gamma 0.5 (mean of each, deviations):
+    #   g0 s0: G [0.25, 0, 0.25], mean 1/6 -> [1/12, -1/6, 1/12]
+    #   g0 s1: G [0.5, 0] -> [0.25, -0.25];   g0 s2: G [1, 1] -> [0, 0];  g0 s3: size 1 -> 0
+    #   g1 s0: G [1, 0] -> [0.5, -0.5];       g1 s1, g1 s2: size 1 -> 0
+    expected = [1 / 3 + 1 / 12, 1 / 3 + 0.25, 1 / 3,
+                -2 / 3 - 1 / 6, -2 / 3 - 0.25,
+                1 / 3 + 1 / 12, 1 / 3, 1 / 3,
+                1 + 0.5, 1, -1 - 0.5, -1]
+    close(adv("gigpo", norm="mean", gamma=0.5), expected)
+    # omega scales only the step part
+    omega_half = [1 / 3 + 1 / 24, 1 / 3 + 0.125, 1 / 3, -2 / 3 - 1 / 12, -2 / 3 - 0.125,
+                  1 / 3 + 1 / 24, 1 / 3, 1 / 3, 1.25, 1, -1.25, -1]
+    close(adv("gigpo", norm="mean", gamma=0.5, omega=0.5), omega_half)
+
+
+def test_gigpo_hand_table_mean_std():
+    # A_E: as GRPO, [1/sqrt3, -2/sqrt3, 1/sqrt3] and [1/sqrt2, -1/sqrt2]
+    # A_S: g0 s0 deviations [1/12, -1/6, 1/12], var (1/144 + 4/144 + 1/144) / 2 = 1/48,
+    #      std = 1/sqrt(48) -> [1/sqrt3, -2/sqrt3, 1/sqrt3];
+    #      g0 s1 deviations +-0.25, var 0.125 -> +-1/sqrt2; g0 s2: zero spread -> 0
+    #      g1 s0 deviations +-0.5, var 0.5 -> +-1/sqrt2
+    e0, e1, e2 = 1 / S3, -2 / S3, 1 / S3
+    f, h = 1 / S2, -1 / S2
+    expected = [e0 + 1 / S3, e0 + 1 / S2, e0,
+                e1 - 2 / S3, e1 - 1 / S2,
+                e2 + 1 / S3, e2, e2,
+                f + 1 / S2, f, h - 1 / S2, h]
+    close(adv("gigpo", gamma=0.5), expected)
+
+
+def test_gigpo_singleton_step_group_is_zero_even_without_norm():
+    # norm "none": A = R + G_t in shared step groups, R alone in size-1 ones.
+    # traj 2 step 1 (g0 s3) and traj 3 step 1 / traj 4 step 1 (g1 s1, s2) are singletons.
+    expected = [1 + 0.25, 1 + 0.5, 1 + 1, 0 + 0, 0 + 0, 1 + 0.25, 1, 1 + 1, 2 + 1, 2, 0 + 0, 0]
+    close(adv("gigpo", norm="none", gamma=0.5), expected)
+
+
+# GAGPO on the hand table, gamma = 0.5:
+#   V: g0 s0 = mean(0.25, 0, 0.25) = 1/6, g0 s1 = mean(0.5, 0) = 0.25, g0 s2 = 1, g0 s3 = 0.5
+#      g1 s0 = mean(1, 0) = 0.5, g1 s1 = 2, g1 s2 = 0
+#   delta_t = r_t + 0.5 V(s_{t+1}) - V(s_t):
+#      traj 0: 0.125 - 1/6 = -1/24, 0.5 - 0.25 = 0.25, 1 - 1 = 0
+#      traj 1: -1/24, 0 - 0.25 = -0.25
+#      traj 2: 0.25 - 1/6 = 1/12, 0.5 - 0.5 = 0, 1 - 1 = 0
+#      traj 3: 1 - 0.5 = 0.5, 2 - 2 = 0;   traj 4: 0 - 0.5 = -0.5, 0 - 0 = 0
+DELTA = [-1 / 24, 0.25, 0, -1 / 24, -0.25, 1 / 12, 0, 0, 0.5, 0, -0.5, 0]
+# G_t - V(s_t): traj 0: 0.25 - 1/6 = 1/12, 0.5 - 0.25, 0; traj 1: -1/6, -0.25;
+#   traj 2: 1/12, 0, 0; traj 3: 0.5, 0; traj 4: -0.5, 0
+G_MINUS_V = [1 / 12, 0.25, 0, -1 / 6, -0.25, 1 / 12, 0, 0, 0.5, 0, -0.5, 0]
+
+
+def test_gagpo_hand_table_gae():
+    # lam = 0.5, gamma * lam = 0.25, A_t = delta_t + 0.25 A_{t+1}:
+    #   traj 0: A2 = 0, A1 = 0.25, A0 = -1/24 + 1/16 = 1/48
+    #   traj 1: A1 = -0.25, A0 = -1/24 - 1/16 = -5/48;  traj 2: [1/12, 0, 0]
+    #   traj 3: [0.5, 0];  traj 4: [-0.5, 0]
+    raw = [1 / 48, 0.25, 0, -5 / 48, -0.25, 1 / 12, 0, 0, 0.5, 0, -0.5, 0]
+    close(adv("gagpo", gamma=0.5, lam=0.5, norm="none"), raw)
+    # both groups' raw values have mean 0 (group 0 in 48ths: 1+12-5-12+4 = 0)
+    close(adv("gagpo", gamma=0.5, lam=0.5, norm="mean"), raw)
+    # mean_std: group 0 in 48ths [1, 12, 0, -5, -12, 4, 0, 0], sum of squares 330,
+    #   var = 330 / 7 / 48^2 -> x / std = n48 / sqrt(330 / 7)
+    #   group 1 [0.5, 0, -0.5, 0], var = 0.5 / 3 -> 0.5 / sqrt(1/6) = sqrt(6) / 2
+    g0 = np.array([1, 12, 0, -5, -12, 4, 0, 0]) / math.sqrt(330 / 7)
+    r6 = math.sqrt(6) / 2
+    close(adv("gagpo", gamma=0.5, lam=0.5), [*g0, r6, 0, -r6, 0])
+
+
+def test_gagpo_lambda_one_is_return_minus_value():
+    close(adv("gagpo", gamma=0.5, lam=1.0, norm="none"), G_MINUS_V)
+
+
+def test_gagpo_lambda_zero_is_td_residual():
+    close(adv("gagpo", gamma=0.5, lam=0.0, norm="none"), DELTA)
+
+
+def test_gagpo_value_of_initial_state_is_group_mean_return():
+    # gamma = 1: G_0 = R, so V(s_0) = mean R = 2/3 (group 0) and 1 (group 1); at t = 0, with
+    # lam = 1, A_0 = R - mean R: GRPO's "mean" advantage.
+    _, details = adv("gagpo", gamma=1.0, return_details=True)
+    v0 = details["value"][np.asarray(TABLE["step"]) == 0]
+    close(v0, [2 / 3, 2 / 3, 2 / 3, 1, 1])
+    a = adv("gagpo", gamma=1.0, lam=1.0, norm="none")
+    close(a[np.asarray(TABLE["step"]) == 0], [1 / 3, -2 / 3, 1 / 3, 1, -1])
+    # gamma = 0.5: V(s_0) is the group mean of G_0: (0.25 + 0 + 0.25) / 3 = 1/6 and 1/2
+    _, details = adv("gagpo", gamma=0.5, return_details=True)
+    close(details["value"][np.asarray(TABLE["step"]) == 0], [1 / 6] * 3 + [0.5] * 2)
+
+
+def test_gagpo_singleton_chains_give_zero():
+    # every key seen once: V(s_t) = G_t, so delta_t = r_t + gamma G_{t+1} - G_t = 0 everywhere
+    table = {"group": [0] * 5, "trajectory": [0, 0, 0, 1, 1], "step": [0, 1, 2, 0, 1],
+             "key": ["a", "b", "c", "d", "e"], "reward": [0.3, -1, 2, 5, 1]}
+    for lam in (0.0, 0.5, 1.0):
+        close(adv("gagpo", table, lam=lam, norm="none"), [0] * 5)
+        close(adv("gagpo", table, lam=lam), [0] * 5)
+
+
+def test_details_state_groups_and_values():
+    # step groups: g0 s0 (3 rows), s1 (2), s2 (2), s3 (1); g1 s0 (2), s1 (1), s2 (1)
+    sizes = [3, 2, 2, 3, 2, 3, 1, 2, 2, 1, 2, 1]
+    _, details = adv("grpo", gamma=0.5, return_details=True)
+    close(details["state_group_size"], sizes)
+    assert details["shared_fraction"] == pytest.approx(9 / 12)
+    close(details["returns"], [0.25, 0.5, 1, 0, 0, 0.25, 0.5, 1, 1, 2, 0, 0])
+    close(details["value"], [1 / 6, 0.25, 1, 1 / 6, 0.25, 1 / 6, 0.5, 1, 0.5, 2, 0.5, 0])
+    ids, sizes2, shared = state_groups(TABLE["group"], TABLE["key"])
+    close(sizes2, sizes)
+    assert shared == pytest.approx(0.75)
+    assert ids[0] == ids[3] == ids[5] and ids[0] != ids[8]  # "s0" of group 0 != "s0" of 1
+
+
+def test_groups_of_one_trajectory_get_zero():
+    table = {"group": [7, 7], "trajectory": ["a", "a"], "step": [0, 1], "key": ["x", "y"],
+             "reward": [1.0, 3.0]}
+    for method in ("grpo", "rloo"):
+        close(adv(method, table), [0, 0])
+    close(adv("grpo", table, norm="none"), [4, 4])
+
+
+# ---------------------------------------------------------------------------------------------
+# Invariances.
+
+
+@pytest.mark.parametrize("method", ["gagpo", "gigpo", "grpo"])
+def test_scale_invariance_under_mean_std(method):
+    rng = np.random.default_rng(0)
+    table = random_table(rng)
+    scaled = {**table, "reward": list(np.asarray(table["reward"]) * 37.5)}
+    np.testing.assert_allclose(adv(method, scaled), adv(method, table), atol=1e-4)
+
+
+def test_rloo_is_linear_in_rewards():
+    table = random_table(np.random.default_rng(1))
+    scaled = {**table, "reward": list(np.asarray(table["reward"]) * 3.0)}
+    np.testing.assert_allclose(adv("rloo", scaled), 3.0 * adv("rloo", table), atol=1e-9)
+
+
+@pytest.mark.parametrize("method", sorted(["gagpo", "gigpo", "grpo", "rloo"]))
+def test_row_order_invariance(method):
+    rng = np.random.default_rng(2)
+    table = random_table(rng)
+    perm = rng.permutation(len(table["reward"]))
+    permuted = {name: [col[i] for i in perm] for name, col in table.items()}
+    np.testing.assert_allclose(adv(method, permuted), adv(method, table)[perm], atol=1e-12)
+
+
+def test_key_types_do_not_matter():
+    as_ints = {**TABLE, "key": [int(k[1]) for k in TABLE["key"]]}
+    as_tuples = {**TABLE, "key": [("room", k) for k in TABLE["key"]],
+                 "trajectory": [f"traj-{t}" for t in TABLE["trajectory"]]}
+    for method in ESTIMATORS:
+        close(adv(method, as_ints), adv(method))
+        close(adv(method, as_tuples), adv(method))
+
+
+# ---------------------------------------------------------------------------------------------
+# A slow reference (plain Python loops, straight from the formulas) on random tables.
+
+
+def random_table(rng: np.random.Generator) -> dict[str, list]:
+    """1-4 groups of 1-5 trajectories of 1-6 steps; few keys, so that states are shared."""
+    rows = []
+    traj_ids = rng.permutation(1000)
+    n_traj = 0
+    for g in range(int(rng.integers(1, 5))):
+        n_keys = int(rng.integers(1, 6))
+        for _ in range(int(rng.integers(1, 6))):
+            tid = int(traj_ids[n_traj])
+            n_traj += 1
+            for t in range(int(rng.integers(1, 7))):
+                r = float(rng.choice([0.0, 0.0, 1.0, 10.0, rng.normal()]))
+                rows.append((f"g{g}", tid, t, f"k{rng.integers(n_keys)}", r))
+    order = rng.permutation(len(rows))
+    cols = list(zip(*[rows[i] for i in order], strict=True))
+    return dict(zip(["group", "trajectory", "step", "key", "reward"], map(list, cols),
+                    strict=True))
+
+
+def slow_normalise(values: dict, groups: dict, norm: str, eps: float = 1e-6) -> dict:
+    """values: id -> x; groups: id -> group label. Returns id -> normalised x."""
+    members = defaultdict(list)
+    for i, g in groups.items():
+        members[g].append(values[i])
+    out = {}
+    for i, g in groups.items():
+        xs = members[g]
+        mean = sum(xs) / len(xs)
+        std = math.sqrt(sum((x - mean) ** 2 for x in xs) / (len(xs) - 1)) if len(xs) > 1 else 0
+        out[i] = {"none": values[i], "mean": values[i] - mean,
+                  "mean_std": (values[i] - mean) / (std + eps)}[norm]
+    return out
+
+
+def slow_advantages(method, table, gamma, lam, norm, omega, episode_stats) -> list[float]:
+    rows = list(zip(table["group"], table["trajectory"], table["step"], table["key"],
+                    table["reward"], strict=True))
+    trajs = defaultdict(list)  # trajectory -> row indices in step order
+    for i in sorted(range(len(rows)), key=lambda i: rows[i][2]):
+        trajs[rows[i][1]].append(i)
+    G = {}
+    for idx in trajs.values():
+        running = 0.0
+        for i in reversed(idx):
+            running = rows[i][4] + gamma * running
+            G[i] = running
+    R = {tr: sum(rows[i][4] for i in idx) for tr, idx in trajs.items()}
+    traj_group = {tr: rows[idx[0]][0] for tr, idx in trajs.items()}
+    row_ids = range(len(rows))
+
+    def episode(norm_):
+        if episode_stats == "rows":
+            return slow_normalise({i: R[rows[i][1]] for i in row_ids},
+                                  {i: rows[i][0] for i in row_ids}, norm_)
+        per_traj = slow_normalise(R, traj_group, norm_)
+        return {i: per_traj[rows[i][1]] for i in row_ids}
+
+    state = {i: (rows[i][0], rows[i][3]) for i in row_ids}
+    if method == "grpo":
+        out = episode(norm)
+    elif method == "rloo":
+        out = {}
+        for i in row_ids:
+            others = [R[tr] for tr, g in traj_group.items() if g == rows[i][0]
+                      and tr != rows[i][1]]
+            out[i] = R[rows[i][1]] - sum(others) / len(others) if others else 0.0
+    elif method == "gigpo":
+        a_e = episode(norm)
+        a_s = slow_normalise(G, state, norm)
+        size = defaultdict(int)
+        for s in state.values():
+            size[s] += 1
+        out = {i: a_e[i] + omega * (a_s[i] if size[state[i]] > 1 else 0.0) for i in row_ids}
+    else:  # gagpo
+        total, count = defaultdict(float), defaultdict(int)
+        for i in row_ids:
+            total[state[i]] += G[i]
+            count[state[i]] += 1
+        V = {s: total[s] / count[s] for s in total}
+        A = {}
+        for idx in trajs.values():
+            running = 0.0
+            for pos in reversed(range(len(idx))):
+                i = idx[pos]
+                v_next = V[state[idx[pos + 1]]] if pos + 1 < len(idx) else 0.0
+                delta = rows[i][4] + gamma * v_next - V[state[i]]
+                running = delta + gamma * lam * running
+                A[i] = running
+        out = slow_normalise(A, {i: rows[i][0] for i in row_ids}, norm)
+    return [out[i] for i in row_ids]
+
+
+def test_vectorised_matches_slow_reference_on_random_tables():
+    rng = np.random.default_rng(12345)
+    for _ in range(200):
+        table = random_table(rng)
+        gamma = float(rng.choice([1.0, 0.95, rng.uniform(0.5, 1.0)]))
+        lam = float(rng.choice([0.0, 1.0, rng.uniform()]))
+        omega = float(rng.uniform(0, 2))
+        for method in ("gagpo", "gigpo", "grpo", "rloo"):
+            for norm in ("mean_std", "mean", "none"):
+                for stats in ("trajectory", "rows"):
+                    got = adv(method, table, gamma=gamma, lam=lam, norm=norm, omega=omega,
+                              episode_stats=stats)
+                    want = slow_advantages(method, table, gamma, lam, norm, omega, stats)
+                    np.testing.assert_allclose(got, want, rtol=1e-7, atol=1e-7,
+                                               err_msg=f"{method} {norm} {stats}")
+
+
+# ---------------------------------------------------------------------------------------------
+# Registry and bad inputs.
+
+
+def test_registering_an_estimator_is_one_function():
+    @register_estimator("test_mc_return")
+    def mc_return(steps, opts):
+        return steps.returns(opts.gamma)
+
+    try:
+        close(adv("test_mc_return", gamma=0.5), [0.25, 0.5, 1, 0, 0, 0.25, 0.5, 1, 1, 2, 0, 0])
+        with pytest.raises(ValueError, match="already registered"):
+            register_estimator("test_mc_return")(mc_return)
+    finally:
+        del ESTIMATORS["test_mc_return"]
+
+
+def test_unknown_method_norm_or_stats():
+    with pytest.raises(ValueError, match="unknown method 'ppo'.*gagpo"):
+        adv("ppo")
+    with pytest.raises(ValueError, match="unknown norm 'zscore'"):
+        adv("gagpo", norm="zscore")
+    with pytest.raises(ValueError, match="unknown episode_stats"):
+        adv("grpo", episode_stats="tokens")
+
+
+def test_unequal_lengths():
+    with pytest.raises(ValueError, match="equal lengths.*'reward': 11"):
+        adv("grpo", {**TABLE, "reward": TABLE["reward"][:-1]})
+    with pytest.raises(ValueError, match="equal lengths"):
+        state_groups([0, 0], ["a"])
+
+
+def test_duplicate_trajectory_step():
+    table = {**TABLE, "step": [0, 1, 1, 0, 1, 0, 1, 2, 0, 1, 0, 1]}
+    with pytest.raises(ValueError, match=r"duplicate \(trajectory, step\): 0, 1"):
+        adv("gagpo", table)
+
+
+def test_trajectory_in_two_groups_and_bad_dtypes():
+    with pytest.raises(ValueError, match="more than one group"):
+        adv("grpo", {**TABLE, "group": [0, 0, 1, *TABLE["group"][3:]]})
+    with pytest.raises(ValueError, match="step must be"):
+        adv("grpo", {**TABLE, "step": [float(s) for s in TABLE["step"]]})
+    with pytest.raises(ValueError, match="finite"):
+        adv("grpo", {**TABLE, "reward": [math.nan, *TABLE["reward"][1:]]})
+
+
+def test_empty_table():
+    empty = {name: [] for name in TABLE}
+    for method in ESTIMATORS:
+        assert adv(method, empty).shape == (0,)
