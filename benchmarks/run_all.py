@@ -1,8 +1,18 @@
 """``make bench``: every benchmark, one after another, each printing its figures."""
 
-from benchmarks import alfworld_bench, vector_bench, webshop_bench
+from benchmarks import (
+    alfworld_bench,
+    credit_assignment,
+    rollout_overhead,
+    trainer_overhead,
+    vector_bench,
+    webshop_bench,
+)
 
 if __name__ == "__main__":
     webshop_bench.main()
     vector_bench.main([])
+    rollout_overhead.main([])
     alfworld_bench.main([])
+    trainer_overhead.main([])
+    credit_assignment.main(["--quick"])
