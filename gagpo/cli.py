@@ -8,17 +8,9 @@ import sys
 
 
 def _serve(args: argparse.Namespace) -> int:
-    from servers.webshop.serve import serve
+    from servers.webshop.serve import main as serve_webshop
 
-    serve(
-        host=args.host,
-        port=args.port,
-        catalog=args.catalog,
-        goals=args.goals,
-        num_products=args.num_products,
-        threads=args.threads,
-    )
-    return 0
+    return serve_webshop(args.extra)
 
 
 def _demo(args: argparse.Namespace) -> int:
@@ -72,15 +64,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     serve = sub.add_parser("serve", help="serve an environment for people and programs")
     serve_sub = serve.add_subparsers(dest="env", required=True)
-    shop = serve_sub.add_parser("webshop", help="the WebShop shop (HTML pages and a JSON API)")
-    shop.add_argument("--host", default="127.0.0.1", help="address to bind (default loopback)")
-    shop.add_argument("--port", type=int, default=3000)
-    shop.add_argument("--catalog", default=None,
-                      help="folder of the original WebShop data files (default: embedded)")
-    shop.add_argument("--goals", choices=["human", "synthetic"], default="human")
-    shop.add_argument("--num-products", type=int, default=None,
-                      help="first N products of --catalog, or the generated catalog's size")
-    shop.add_argument("--threads", type=int, default=8, help="server worker threads")
+    shop = serve_sub.add_parser(
+        "webshop", add_help=False,
+        help="the WebShop shop (HTML pages and a JSON API); --help lists its options",
+    )
+    # The shop's own parser (servers.webshop.serve) owns its options: main() forwards them.
     shop.set_defaults(func=_serve)
 
     ev = sub.add_parser("eval", help="evaluate a policy: success and score per task type")
@@ -132,7 +120,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args, extra = parser.parse_known_args(argv)
+    if extra and args.func is not _serve:
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    args.extra = extra
     try:
         return args.func(args)
     except KeyboardInterrupt:
