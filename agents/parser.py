@@ -40,6 +40,9 @@ _PLACEHOLDER = re.compile(r"<[^<>\[\]]{1,40}>")
 # Texts longer than this many times the longest admissible action are not near misses.
 _NEAR_MISS_LENGTH_FACTOR = 3
 _QUOTES = "\"'`"
+# A well-formed reply with no other tag-like text; bounded so it cannot get slow.
+_SIMPLE = re.compile(r"\s*<think>[^<]*</think>\s*<action>([^<]*)</action>\s*")
+_SIMPLE_MAX_CHARS = 20_000
 
 
 @dataclass(frozen=True)
@@ -243,6 +246,18 @@ def parse_reply(
 ) -> ParsedAction:
     """Extract and judge the action of one reply (see the module docstring for the rules)."""
     text = text if isinstance(text, str) else str(text)
+    # Fast path for the common case, a plain well-formed reply naming an admissible action
+    # exactly: the same answer as the full walk below, in a fraction of its time.
+    simple = _SIMPLE.fullmatch(text) if len(text) < _SIMPLE_MAX_CHARS else None
+    if simple is not None:
+        action = normalize(simple.group(1))
+        if action and action in admissible_actions:
+            return ParsedAction(action, True, True)
+        matched = match_admissible(action, admissible_actions) if action else None
+        if matched is not None:
+            return ParsedAction(matched, True, True)
+        if action and not map_near_miss:
+            return ParsedAction(action, True, False)
     thinks, actions, covered, fault = _split(text)
     action = normalize(text[actions[0].start: actions[0].end]) if actions else ""
     outside = _outside(text, covered)

@@ -227,3 +227,23 @@ def test_template_helpers():
     assert not fills_template("search[<query>]", "search[<query>]")
     assert match_admissible("Inventory ", HOUSE) == "inventory"
     assert match_admissible("dance", HOUSE) is None
+
+
+def test_fast_path_agrees_with_the_full_parser(monkeypatch):
+    """The shortcut for plain well-formed replies gives exactly the full walk's answer."""
+    import random
+
+    import agents.parser as parser
+
+    rng = random.Random(0)
+    admissible = ["search[<query>]", "click[back to search]", "click[b09tk00k5u]",
+                  "click[buy now]", "click[Large]", "go to cabinet 1"]
+    pieces = ["<think>", "</think>", "<action>", "</action>", " ", "\n", "click[buy now]",
+              "click[large]", "go to  cabinet 1", "search[red shoes]", "x", "<", "Click[Buy Now]"]
+    replies = [f"<think>{t}</think><action>{a}</action>" for t in ("", "ok", " a b ")
+               for a in admissible + ["click[ buy  now ]", "nothing", ""]]
+    replies += ["".join(rng.choice(pieces) for _ in range(rng.randint(1, 9))) for _ in range(3000)]
+    fast = [parser.parse_reply(r, admissible) for r in replies]
+    monkeypatch.setattr(parser, "_SIMPLE_MAX_CHARS", 0)
+    slow = [parser.parse_reply(r, admissible) for r in replies]
+    assert fast == slow
