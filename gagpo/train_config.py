@@ -106,6 +106,11 @@ class TrainConfig:
                                           "(needed when rollouts come from another engine)")
     # --- behaviour-cloning warm start ---------------------------------------------------------
     bc_episodes: int = arg(0, "expert demonstrations (episodes) for a warm start (0: none)")
+    bc_teacher: str = arg("expert", "who the warm start imitates: the goal-aware expert (its won "
+                                    "episodes), or WebShop's rule baseline (search the "
+                                    "instruction, first result, buy; rule_options also clicks "
+                                    "options the instruction names), all its episodes",
+                          choices=["expert", "rule", "rule_options"])
     bc_epochs: int = arg(1, "passes over the demonstrations")
     bc_lr: float = arg(1e-3, "learning rate of the warm start")
     bc_batch: int = arg(16, "demonstration steps per optimizer step")

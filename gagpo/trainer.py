@@ -297,18 +297,58 @@ class _Expert:
         return out
 
 
+class _RuleTeacher:
+    """An observation-only WebShop teacher whose behaviour a small model can learn: search
+    the instruction, open the first listed product, (``options``: click each not-yet-chosen
+    option whose value the instruction names), buy. ``rule`` is the WebShop paper's rule
+    baseline; ``rule_options`` needs ``observation_mode="text_rich"`` to see chosen options."""
+
+    _NOT_OPTIONS = {"back to search", "< prev", "next >", "description", "features", "reviews",
+                    "buy now"}
+
+    def __init__(self, options: bool) -> None:
+        self.options = options
+
+    def action(self, r: Any) -> str:
+        import re
+
+        from envs.webshop.expert import rule_baseline_action
+
+        info = r.info
+        if self.options and info.get("page") == "item":
+            text = r.messages[-1]["content"] if r.messages else ""
+            instruction = str(info.get("instruction", "")).lower()
+            for a in r.admissible_actions:
+                value = a[len("click["):-1] if a.startswith("click[") else ""
+                if (value and value not in self._NOT_OPTIONS
+                        and re.search(rf"(?<!\w){re.escape(value)}(?!\w)", instruction)
+                        and f"You have clicked {value}." not in text):
+                    return a
+        return rule_baseline_action(info)
+
+    def act(self, requests: list) -> list:
+        from agents.policies.base import Reply
+        from agents.policies.scripted import format_reply
+
+        return [Reply(format_reply(self.action(r))) for r in requests]
+
+
 def expert_demonstrations(cfg: TrainConfig, policy: Any, agent: Any, tasks: list) -> list:
-    """``(prompt ids, reply ids)`` of every step of the expert's won episodes, the reply
-    written as the policy writes it (score mode: ``reply_template`` filled, then EOS)."""
+    """``(prompt ids, reply ids)`` of every step of the teacher's episodes (the expert's:
+    only its won ones), the reply written as the policy writes it (score mode:
+    ``reply_template`` filled, then EOS)."""
     from agents.rollout import rollout
 
     tok = policy.tokenizer
-    vec = make_vec(cfg, len(tasks), 1, env_kwargs(cfg, cfg.train_split, expert=True))
+    expert = cfg.bc_teacher == "expert"
+    teacher = _Expert(cfg.mode == "score") if expert else \
+        _RuleTeacher(options=cfg.bc_teacher == "rule_options")
+    vec = make_vec(cfg, len(tasks), 1, env_kwargs(cfg, cfg.train_split, expert=expert))
     try:
-        table = rollout(_Expert(cfg.mode == "score"), agent, vec, tasks)
+        table = rollout(teacher, agent, vec, tasks)
     finally:
         vec.close()
-    won = {e["trajectory"] for e in table.episodes() if e["won"]}
+    won = {e["trajectory"] for e in table.episodes() if e["won"] or not expert}
     demos = []
     for row in table.rows:
         if row.trajectory in won:

@@ -107,6 +107,32 @@ def test_score_mode_with_warm_start_and_evaluation(tmp_path):
     assert evals["after"]["all"]["episodes"] == 2
 
 
+def test_rule_teacher_plays_the_rule_baseline_and_picks_named_options():
+    import gymnasium as gym
+
+    import envs  # noqa: F401
+    from agents.react import ReActAgent
+    from gagpo.trainer import _RuleTeacher
+
+    env = gym.make("WebShop-v0", split="train", max_episode_steps=8, observation_mode="text_rich")
+    agent = ReActAgent("WebShop-v0", history_length=0, max_steps=8)
+    for options in (False, True):
+        obs, info = env.reset(seed=0)
+        agent.reset()
+        actions = []
+        for _ in range(8):
+            req = agent.requests([obs], [info], [0])[0]
+            actions.append(_RuleTeacher(options).action(req))
+            obs, _, term, trunc, info = env.step(actions[-1])
+            if term or trunc:
+                break
+        assert actions[0] == f"search[{info['instruction']}]"
+        assert actions[-1] == "click[buy now]" and term
+        chosen = actions[2:-1]
+        assert (chosen == []) if not options else \
+            all(a[6:-1] in info["instruction"].lower() for a in chosen)
+
+
 def test_cli_train_help_and_config_file(tmp_path):
     from gagpo.cli import build_parser
     from gagpo.train_config import config_from_args
@@ -137,3 +163,12 @@ def test_torchrun_two_cpu_ranks_keep_identical_parameters(tmp_path):
     assert sorted(p.name for p in (out / "steps").iterdir()) == [
         "iter_00001_rank0.npz", "iter_00001_rank1.npz", "iter_00002_rank0.npz",
         "iter_00002_rank1.npz"]
+
+
+def test_demo_quick_runs_and_prints_intervals(tmp_path, capsys):
+    from gagpo.demo import demo_config, run_demo
+
+    assert demo_config().bc_teacher == "rule"
+    evals = run_demo(episodes=4, out_dir=str(tmp_path), quick=True)
+    assert {"before", "after_bc", "after"} <= set(evals)
+    assert "Wilson" in capsys.readouterr().out
