@@ -9,14 +9,16 @@ Pure functions of a step table: one row per environment step, given as equal-len
     key         the state key s_t of the state the action was taken in (any hashable)
     reward      the reward r_t of the step
 
-and :func:`compute_advantages` returns one advantage per row, in the caller's order::
+Only the order of ``step`` inside a trajectory matters (the next row in step order is the next
+step; numbers need not be contiguous). :func:`compute_advantages` returns one advantage per
+row, in the caller's order::
 
     from gagpo.advantages import compute_advantages
 
     adv = compute_advantages("gagpo", group=g, trajectory=traj, step=t, key=keys, reward=r)
     adv, details = compute_advantages("gigpo", ..., return_details=True)
 
-The formulas (``/work/shared/specs/algorithms.md``), with G_t = sum_{k>=t} gamma^(k-t) r_k the
+The formulas (the project's spec, ``algorithms.md``), with G_t = sum_{k>=t} gamma^(k-t) r_k the
 discounted return of a row and R = sum_t r_t the (undiscounted) return of its episode:
 
 ``grpo``   A_i = normalise(R_i) over the group's trajectories, broadcast to every step.
@@ -101,10 +103,9 @@ class Options:
 # Segment operations: statistics of x per id, and the backward recursion y_t = x_t + c y_{t+1}.
 
 
-def segment_mean(x: np.ndarray, ids: np.ndarray, n: int | None = None) -> np.ndarray:
-    """Mean of ``x`` over the rows of each id ``0..n-1`` (ids with no rows get 0)."""
-    counts = np.bincount(ids, minlength=n or 0)
-    return np.bincount(ids, weights=x, minlength=n or 0) / np.maximum(counts, 1)
+def segment_mean(x: np.ndarray, ids: np.ndarray) -> np.ndarray:
+    """Mean of ``x`` over the rows of each id 0..max(ids) (ids with no rows get 0)."""
+    return np.bincount(ids, weights=x) / np.maximum(np.bincount(ids), 1)
 
 
 def normalise(x: np.ndarray, ids: np.ndarray, norm: str, epsilon: float) -> np.ndarray:

@@ -224,6 +224,12 @@ def test_row_order_invariance(method):
     np.testing.assert_allclose(adv(method, permuted), adv(method, table)[perm], atol=1e-12)
 
 
+def test_only_the_order_of_steps_matters():
+    gappy = {**TABLE, "step": [3 * s + 10 for s in TABLE["step"]]}
+    for method in ESTIMATORS:
+        close(adv(method, gappy, gamma=0.5), adv(method, gamma=0.5))
+
+
 def test_key_types_do_not_matter():
     as_ints = {**TABLE, "key": [int(k[1]) for k in TABLE["key"]]}
     as_tuples = {**TABLE, "key": [("room", k) for k in TABLE["key"]],
