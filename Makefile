@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 
 .PHONY: install demo test lint bench browser clean
 
-EXTRAS ?= test,agents,train,ray,alfworld
+EXTRAS ?= test,agents,train,ray,alfworld,bench
 
 $(STAMP): pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
