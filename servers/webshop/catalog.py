@@ -194,12 +194,47 @@ def find_catalog_files(directory: str | Path) -> dict[str, Path]:
 
 
 def fingerprint_files(paths: list[Path]) -> str:
+    """Hash of the files' names and contents (what keys the store and index caches)."""
     h = hashlib.blake2b(digest_size=12)
     for path in paths:
         h.update(path.name.encode())
-        with open(path, "rb") as f:
-            h.update(hashlib.file_digest(f, "blake2b").digest())
+        h.update(_file_digest(Path(path)))
     return h.hexdigest()
+
+
+def _file_digest(path: Path) -> bytes:
+    """Content digest of one file, remembered against its (size, mtime, inode) like git's
+    index does, so that reopening the 1.18M-product files does not rehash 5 GB."""
+    import json
+    import os
+
+    from servers.webshop.cache import cache_dir
+
+    st = path.stat()
+    stamp = [st.st_size, st.st_mtime_ns, st.st_ino]
+    memo_path = cache_dir() / "file-digests.json"
+    key = str(path.resolve())
+    try:
+        memo = json.loads(memo_path.read_text())
+    except (OSError, ValueError):
+        memo = {}
+    entry = memo.get(key)
+    if isinstance(entry, list) and entry[:3] == stamp:
+        return bytes.fromhex(entry[3])
+    h = hashlib.blake2b()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    digest = h.digest()
+    memo[key] = [*stamp, digest.hex()]
+    try:  # best effort: a lost entry only means hashing again next time
+        memo_path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = memo_path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(memo))
+        os.replace(tmp, memo_path)
+    except OSError:
+        pass
+    return digest
 
 
 def load_catalog(
