@@ -147,7 +147,10 @@ def load_config_file(path: str | Path) -> dict[str, Any]:
     if path.suffix == ".json":
         values = json.loads(text)
     else:
-        import tomllib
+        try:
+            import tomllib
+        except ModuleNotFoundError:  # Python 3.10
+            import tomli as tomllib
 
         values = tomllib.loads(text)
     known = {f.name for f in dataclasses.fields(TrainConfig)}
