@@ -31,7 +31,7 @@ from typing import Any
 
 import torch
 
-from servers.webshop.cache import build_once, cache_dir
+from servers.cache import build_once, cache_dir
 
 log = logging.getLogger(__name__)
 

@@ -16,8 +16,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import tempfile
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -125,35 +123,23 @@ def _collect(folder: Path, split: str) -> list[Game]:
     return sorted(games, key=lambda g: g.task_id)
 
 
-def cache_dir() -> Path:
-    base = os.environ.get("GAGPO_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "gagpo")
-    return Path(base) / "alfworld"
-
-
 def default_generated_dir(seed: int = DEFAULT_SEED, sizes: dict[str, int] | None = None) -> Path:
-    """The default generated set, generating it on first use (atomically: a temporary folder
-    renamed into place, so concurrent first uses never see half a set)."""
+    """The default generated set, generating it on first use (atomically, see
+    :func:`servers.cache.build_once`: concurrent first uses never see half a set)."""
+    from servers.cache import build_once, cache_dir
+
     sizes = dict(sizes or DEFAULT_SIZES)
     tag = "-".join(f"{s}{n}" for s, n in sizes.items())
-    target = cache_dir() / f"generated-v1-seed{seed}-{tag}"
-    if (target / LAYOUT_DIR).is_dir():
-        return target
-    from envs.alfworld.generator import generate_games
+    target = cache_dir() / "alfworld" / f"generated-v1-seed{seed}-{tag}"
 
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=".building-", dir=target.parent))
-    try:
+    def generate(out: Path) -> None:
+        from envs.alfworld.generator import generate_games
+
         print(f"[alfworld] generating the default ALFWorld-style game set in {target} (once)")
         for split, n in sizes.items():
-            generate_games(tmp, split, n, seed=seed, progress=True)
-        try:
-            tmp.rename(target)
-        except OSError:
-            if not (target / LAYOUT_DIR).is_dir():  # lost a race only if the winner finished
-                raise
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    return target
+            generate_games(out, split, n, seed=seed, progress=True)
+
+    return build_once(target, generate)
 
 
 def open_source(data_dir: str | os.PathLike[str] | None = None) -> GameSource:

@@ -12,7 +12,7 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from servers.webshop.cache import build_once, cache_dir
+from servers.cache import build_once, cache_dir
 from servers.webshop.catalog import Catalog, load_catalog
 from servers.webshop.goals import GoalKind, build_goals
 

@@ -208,7 +208,7 @@ def _file_digest(path: Path) -> bytes:
     import json
     import os
 
-    from servers.webshop.cache import cache_dir
+    from servers.cache import cache_dir
 
     st = path.stat()
     stamp = [st.st_size, st.st_mtime_ns, st.st_ino]
@@ -250,7 +250,7 @@ def load_catalog(
     original; ``num_products`` keeps only the first records (the original's
     ``DEBUG_PROD_SIZE``).
     """
-    from servers.webshop.cache import build_once, cache_dir
+    from servers.cache import build_once, cache_dir
     from servers.webshop.store import STORE_VERSION, ProductStore, build_store
 
     files = find_catalog_files(directory)

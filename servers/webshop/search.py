@@ -26,7 +26,7 @@ import bm25s
 import numpy as np
 import Stemmer
 
-from servers.webshop.cache import build_once, cache_dir
+from servers.cache import build_once, cache_dir
 from servers.webshop.catalog import Catalog
 from servers.webshop.topk import top_k
 

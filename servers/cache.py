@@ -1,4 +1,4 @@
-"""Where gagpo keeps what it builds once: generated catalogs and search indexes."""
+"""Where gagpo keeps what it builds once: catalogs, search indexes, models, game sets."""
 
 from __future__ import annotations
 
