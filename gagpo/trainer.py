@@ -274,63 +274,7 @@ def recompute_old_logprobs(model: Any, batch: dict, cfg: TrainConfig, amp, pad_i
 
 
 # ---------------------------------------------------------------------------------------------
-# Behaviour-cloning warm start on the environment's expert.
-
-
-class _Expert:
-    """The env's expert (``info["expert_action"]``); in score mode its WebShop searches become
-    the one search the scoring policy can choose, ``search[<instruction>]``."""
-
-    def __init__(self, score_mode: bool) -> None:
-        self.score_mode = score_mode
-
-    def act(self, requests: list) -> list:
-        from agents.policies.base import Reply
-        from agents.policies.scripted import format_reply
-
-        out = []
-        for r in requests:
-            a = r.info.get("expert_action") or ""
-            if self.score_mode and a.startswith("search["):
-                a = f"search[{r.info.get('instruction', '')}]"
-            out.append(Reply(format_reply(a)))
-        return out
-
-
-class _RuleTeacher:
-    """An observation-only WebShop teacher whose behaviour a small model can learn: search
-    the instruction, open the first listed product, (``options``: click each not-yet-chosen
-    option whose value the instruction names), buy. ``rule`` is the WebShop paper's rule
-    baseline; ``rule_options`` needs ``observation_mode="text_rich"`` to see chosen options."""
-
-    _NOT_OPTIONS = {"back to search", "< prev", "next >", "description", "features", "reviews",
-                    "buy now"}
-
-    def __init__(self, options: bool) -> None:
-        self.options = options
-
-    def action(self, r: Any) -> str:
-        import re
-
-        from envs.webshop.expert import rule_baseline_action
-
-        info = r.info
-        if self.options and info.get("page") == "item":
-            text = r.messages[-1]["content"] if r.messages else ""
-            instruction = str(info.get("instruction", "")).lower()
-            for a in r.admissible_actions:
-                value = a[len("click["):-1] if a.startswith("click[") else ""
-                if (value and value not in self._NOT_OPTIONS
-                        and re.search(rf"(?<!\w){re.escape(value)}(?!\w)", instruction)
-                        and f"You have clicked {value}." not in text):
-                    return a
-        return rule_baseline_action(info)
-
-    def act(self, requests: list) -> list:
-        from agents.policies.base import Reply
-        from agents.policies.scripted import format_reply
-
-        return [Reply(format_reply(self.action(r))) for r in requests]
+# Behaviour-cloning warm start on a scripted teacher (the expert or the rule baseline).
 
 
 def expert_demonstrations(cfg: TrainConfig, policy: Any, agent: Any, tasks: list) -> list:
@@ -341,8 +285,10 @@ def expert_demonstrations(cfg: TrainConfig, policy: Any, agent: Any, tasks: list
 
     tok = policy.tokenizer
     expert = cfg.bc_teacher == "expert"
-    teacher = _Expert(cfg.mode == "score") if expert else \
-        _RuleTeacher(options=cfg.bc_teacher == "rule_options")
+    from agents.policies.scripted import ExpertPolicy, RuleBaselinePolicy
+
+    teacher = (ExpertPolicy(search_with_instruction=cfg.mode == "score") if expert
+               else RuleBaselinePolicy(options=cfg.bc_teacher == "rule_options"))
     vec = make_vec(cfg, len(tasks), 1, env_kwargs(cfg, cfg.train_split, expert=expert))
     try:
         table = rollout(teacher, agent, vec, tasks)

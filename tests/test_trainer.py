@@ -111,8 +111,8 @@ def test_rule_teacher_plays_the_rule_baseline_and_picks_named_options():
     import gymnasium as gym
 
     import envs  # noqa: F401
+    from agents.policies.scripted import RuleBaselinePolicy
     from agents.react import ReActAgent
-    from gagpo.trainer import _RuleTeacher
 
     env = gym.make("WebShop-v0", split="train", max_episode_steps=8, observation_mode="text_rich")
     agent = ReActAgent("WebShop-v0", history_length=0, max_steps=8)
@@ -122,7 +122,7 @@ def test_rule_teacher_plays_the_rule_baseline_and_picks_named_options():
         actions = []
         for _ in range(8):
             req = agent.requests([obs], [info], [0])[0]
-            actions.append(_RuleTeacher(options).action(req))
+            actions.append(RuleBaselinePolicy(options).action(req))
             obs, _, term, trunc, info = env.step(actions[-1])
             if term or trunc:
                 break

@@ -1,4 +1,5 @@
-"""Scripted policies: the environment's expert and a uniform random policy.
+"""Scripted policies: the environment's expert, WebShop's rule baseline and a uniform random
+policy.
 
 Both answer in the ReAct format (``<think>...</think><action>...</action>``), so their replies
 go through the same parser as a model's. They know no tokens: ``token_ids`` and ``logprobs``
@@ -8,6 +9,7 @@ stay empty.
 from __future__ import annotations
 
 import random
+import re
 from typing import Any
 
 from agents.parser import fill_template, is_template
@@ -27,8 +29,11 @@ class ExpertPolicy:
     None (the episode is over) the reply has an empty action, which the parser rejects.
     """
 
-    def __init__(self, key: str = "expert_action") -> None:
+    def __init__(self, key: str = "expert_action", search_with_instruction: bool = False) -> None:
         self.key = key
+        # A scoring policy's only search is search[<instruction>]: demonstrations for it must
+        # search the same way, not with the goal product's name the expert knows.
+        self.search_with_instruction = search_with_instruction
 
     def _action(self, info: dict[str, Any]) -> str:
         if self.key not in info:
@@ -42,7 +47,44 @@ class ExpertPolicy:
         return "" if value is None else str(value)
 
     def act(self, requests: list[Request]) -> list[Reply]:
-        return [Reply(format_reply(self._action(r.info), "expert")) for r in requests]
+        replies = []
+        for r in requests:
+            action = self._action(r.info)
+            if self.search_with_instruction and action.startswith("search["):
+                action = f"search[{r.info.get('instruction', '')}]"
+            replies.append(Reply(format_reply(action, "expert")))
+        return replies
+
+
+class RuleBaselinePolicy:
+    """WebShop's rule baseline, reading only the page: search the instruction, open the first
+    listed product, buy. With ``options``, also click each not-yet-chosen option whose value
+    the instruction names (needs ``observation_mode="text_rich"`` to see chosen options).
+    Behaviour a small model can learn: the demo's warm-start teacher."""
+
+    _NOT_OPTIONS = frozenset({"back to search", "< prev", "next >", "description", "features",
+                              "reviews", "buy now"})
+
+    def __init__(self, options: bool = False) -> None:
+        self.options = options
+
+    def action(self, request: Request) -> str:
+        from envs.webshop.expert import rule_baseline_action
+
+        info = request.info
+        if self.options and info.get("page") == "item":
+            text = request.messages[-1]["content"] if request.messages else ""
+            instruction = str(info.get("instruction", "")).lower()
+            for a in request.admissible_actions:
+                value = a[len("click["):-1] if a.startswith("click[") else ""
+                if (value and value not in self._NOT_OPTIONS
+                        and re.search(rf"(?<!\w){re.escape(value)}(?!\w)", instruction)
+                        and f"You have clicked {value}." not in text):
+                    return a
+        return rule_baseline_action(info)
+
+    def act(self, requests: list[Request]) -> list[Reply]:
+        return [Reply(format_reply(self.action(r), "rule")) for r in requests]
 
 
 class RandomPolicy:
