@@ -7,8 +7,11 @@ import pytest
 from gymnasium.utils.env_checker import check_env
 
 import envs  # noqa: F401
+from agents.parser import parse_reply
+from agents.policies.base import Request
+from agents.policies.scripted import RandomPolicy
 from envs.base import check_info
-from envs.webshop.expert import expert_action, random_action, rule_baseline_action
+from envs.webshop.expert import expert_action, rule_baseline_action
 
 
 def run_episodes(env, policy, goals) -> np.ndarray:
@@ -169,8 +172,13 @@ def test_expert_wins_at_least_95_percent_of_test_goals_and_random_does_not(env):
     goals = range(500)
     expert_r = run_episodes(env, expert, goals)
     assert np.mean(expert_r == 1.0) >= 0.95, np.mean(expert_r == 1.0)
-    rng = np.random.default_rng(0)
-    random_r = run_episodes(env, lambda info, e: random_action(info, rng), goals)
+    policy = RandomPolicy(seed=0)
+
+    def random_play(info, e):
+        reply = policy.act([Request([], info["admissible_actions"], info)])[0]
+        return parse_reply(reply.text, info["admissible_actions"]).action
+
+    random_r = run_episodes(env, random_play, goals)
     assert random_r.mean() < 0.5 * expert_r.mean()
     assert np.mean(random_r == 1.0) < 0.1
 

@@ -1,18 +1,16 @@
-"""Scripted policies for WebShop-v0: the goal-aware expert, the original's rule baseline and a
-random policy. For tests, demonstrations and baselines (the expert reads the goal, which an
-agent never sees).
+"""Scripted WebShop-v0 play: the goal-aware expert and the original's rule baseline, for tests,
+demonstrations and baselines (the expert reads the goal, which an agent never sees). A uniform
+random policy is :class:`agents.policies.scripted.RandomPolicy`.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
-
 from servers.webshop.expert import expert_action, goal_option_values
 from servers.webshop.pages import BACK_TO_SEARCH, BUY_NOW, NEXT_PAGE, PREV_PAGE
 
-__all__ = ["expert_action", "goal_option_values", "random_action", "rule_baseline_action"]
+__all__ = ["expert_action", "goal_option_values", "rule_baseline_action"]
 
 
 def rule_baseline_action(info: dict[str, Any]) -> str:
@@ -28,12 +26,3 @@ def rule_baseline_action(info: dict[str, Any]) -> str:
     if page == "item_sub":
         return f"click[{PREV_PAGE.lower()}]"
     return f"click[{BUY_NOW.lower()}]"
-
-
-def random_action(info: dict[str, Any], rng: np.random.Generator) -> str:
-    """Uniform over the admissible actions; a search uses the instruction as its query."""
-    actions = info["admissible_actions"]
-    action = actions[int(rng.integers(len(actions)))]
-    if action.startswith("search["):
-        return f"search[{info['instruction']}]"
-    return action
