@@ -279,7 +279,9 @@ def reference_expert_row(reference, i: int, t: int) -> str:
 
 
 def sigkill(vec: GroupVectorEnv, k: int) -> None:
-    os.kill(vec.worker_pids()[k], signal.SIGKILL)
+    pid = vec.worker_pids()[k]
+    os.kill(pid, signal.SIGKILL)
+    assert gone([pid])
 
 
 def sigstop(vec: GroupVectorEnv, k: int) -> None:
@@ -290,7 +292,11 @@ def sigstop(vec: GroupVectorEnv, k: int) -> None:
 def ray_kill(vec: GroupVectorEnv, k: int) -> None:
     import ray
 
+    # ray.kill only asks the raylet; wait until the process is really dead, or the next call
+    # can still reach it (the test is about a worker that has died, not one that is dying).
+    pid = vec.worker_pids()[k]
     ray.kill(vec._workers.actors()[k])
+    assert gone([pid])
 
 
 @pytest.mark.parametrize("backend, kill", [("process", sigkill), ("ray", sigkill),
