@@ -31,11 +31,12 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
+from typing import NamedTuple
 
 # Bounded whitespace inside a tag keeps the scan linear on adversarial input ("<" + 1 MB of
 # spaces): an unbounded ``\s*`` pair would backtrack quadratically at every "<".
 _TAG = re.compile(r"<\s{0,8}(/?)\s{0,8}(think|action)\s{0,8}>", re.IGNORECASE)
-_SPACE = re.compile(r"\s+")
 _PLACEHOLDER = re.compile(r"<[^<>\[\]]{1,40}>")
 # Texts longer than this many times the longest admissible action are not near misses.
 _NEAR_MISS_LENGTH_FACTOR = 3
@@ -45,9 +46,8 @@ _SIMPLE = re.compile(r"\s*<think>[^<]*</think>\s*<action>([^<]*)</action>\s*")
 _SIMPLE_MAX_CHARS = 20_000
 
 
-@dataclass(frozen=True)
-class ParsedAction:
-    """What :func:`parse_reply` found in a reply."""
+class ParsedAction(NamedTuple):
+    """What :func:`parse_reply` found in a reply (a named tuple: cheap, once per env step)."""
 
     action: str | None
     """The action to send: the admissible spelling when it matches one, else the extracted
@@ -144,7 +144,8 @@ def _outside(text: str, covered: list[tuple[int, int]]) -> str:
 
 def normalize(action: str) -> str:
     """Whitespace collapsed and stripped (case kept)."""
-    return _SPACE.sub(" ", action).strip()
+    # str.split() splits on exactly the characters that re's \s matches in str patterns.
+    return " ".join(action.split())
 
 
 def _template_parts(template: str) -> tuple[str, str] | None:
@@ -158,9 +159,10 @@ def _template_parts(template: str) -> tuple[str, str] | None:
 def fills_template(action: str, template: str) -> bool:
     """Whether ``action`` is ``template`` with its placeholder replaced by non-empty text."""
     parts = _template_parts(template)
-    if parts is None:
-        return False
-    prefix, suffix = parts
+    return parts is not None and _fills(action, *parts)
+
+
+def _fills(action: str, prefix: str, suffix: str) -> bool:
     low = action.lower()
     if not (low.startswith(prefix.lower()) and low.endswith(suffix.lower())):
         return False
@@ -171,18 +173,33 @@ def fills_template(action: str, template: str) -> bool:
     return bool(filler) and _PLACEHOLDER.fullmatch(filler) is None
 
 
+@lru_cache(maxsize=4096)
+def _admissible_index(
+    admissible_actions: tuple[str, ...],
+) -> tuple[dict[str, str], tuple[tuple[str, str], ...]]:
+    """The concrete actions keyed by their normalised lower-case text (the first spelling of
+    each), and the templates' (prefix, suffix), in order. Cached: an episode's pages repeat
+    their action lists, and a rollout parses one reply per env step."""
+    concrete: dict[str, str] = {}
+    templates: list[tuple[str, str]] = []
+    for candidate in admissible_actions:
+        parts = _template_parts(candidate)
+        if parts is None:
+            concrete.setdefault(normalize(candidate).lower(), candidate)
+        else:
+            templates.append(parts)
+    return concrete, tuple(templates)
+
+
 def match_admissible(action: str, admissible_actions: Sequence[str]) -> str | None:
     """The admissible spelling of ``action`` (case and whitespace aside), or ``action`` itself
     when it fills an admissible template; None when it matches nothing."""
-    key = normalize(action).lower()
-    for candidate in admissible_actions:
-        if _template_parts(candidate) is None and normalize(candidate).lower() == key:
-            return candidate
-    for candidate in admissible_actions:
-        if fills_template(action, candidate):
-            parts = _template_parts(candidate)
-            assert parts is not None
-            prefix, suffix = parts
+    concrete, templates = _admissible_index(tuple(admissible_actions))
+    found = concrete.get(normalize(action).lower())
+    if found is not None:
+        return found
+    for prefix, suffix in templates:
+        if _fills(action, prefix, suffix):
             filler = normalize(action[len(prefix): len(action) - len(suffix)])
             return f"{prefix}{filler}{suffix}"
     return None

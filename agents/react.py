@@ -13,6 +13,7 @@ call a policy or step an environment (``agents.rollout`` does). One step of a ro
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import partial
 from typing import Any
 
 from agents.memory import EpisodeMemory
@@ -110,13 +111,15 @@ class ReActAgent:
     def messages(self, env_index: int, observation: str, info: dict[str, Any]) -> list[dict]:
         """The chat prompt for env ``env_index`` now, history trimmed to fit the cap."""
         mem = self.memory(env_index)
-        history = mem.recent()
+        return self._fit(mem.steps, mem.recent(), observation, info)
 
+    def _fit(self, steps: int, history: list[tuple[str, str]], observation: str,
+             info: dict[str, Any]) -> list[dict[str, str]]:
         def build(h: list[tuple[str, str]]) -> list[dict[str, str]]:
             return build_messages(
                 self.env_name,
                 str(info.get("instruction", "")),
-                mem.steps,
+                steps,
                 h,
                 observation,
                 list(info.get("admissible_actions", [])),
@@ -137,20 +140,22 @@ class ReActAgent:
         env_indices: Sequence[int] | None = None,
     ) -> list[Request]:
         """One :class:`Request` per observation; ``env_indices`` name their environments
-        (default ``0..n-1``)."""
+        (default ``0..n-1``). Each prompt is built from the memory as it is now, when a policy
+        (or the step table) first reads it."""
         if len(observations) != len(infos):
             raise ValueError("observations and infos differ in length")
         indices = range(len(observations)) if env_indices is None else env_indices
         if len(indices) != len(observations):
             raise ValueError("env_indices and observations differ in length")
-        return [
-            Request(
-                messages=self.messages(int(i), obs, info),  # numpy indices welcome
+        requests = []
+        for i, obs, info in zip(indices, observations, infos, strict=True):
+            mem = self.memory(int(i))  # numpy indices welcome
+            requests.append(Request(
+                messages=partial(self._fit, mem.steps, mem.recent(), obs, info),
                 admissible_actions=list(info.get("admissible_actions", [])),
                 info=info,
-            )
-            for i, obs, info in zip(indices, observations, infos, strict=True)
-        ]
+            ))
+        return requests
 
     # --- replies ------------------------------------------------------------------------------
 

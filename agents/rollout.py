@@ -10,7 +10,7 @@ One row per environment step, in the order steps happened:
 ``task_type``       the env's task type (``info["task_type"]``; WebShop: the product category)
 ``state_key``       the env's state key *before* the action (the state the action was taken in)
 ``observation``     the observation the prompt showed
-``prompt``          the chat messages sent to the policy
+``prompt``          the chat messages sent to the policy (built when first read)
 ``reply``           the policy's reply text
 ``action``          what was sent to the env (the parsed action, or the raw reply if none)
 ``well_formed``     the reply had the ``<think>..</think><action>..</action>`` shape
@@ -32,17 +32,17 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from agents.policies.base import Policy
+from agents.policies.base import Policy, Request
 from agents.react import ReActAgent
 
 
-@dataclass
+@dataclass(slots=True)
 class StepRow:
     group: int
     trajectory: int
@@ -51,7 +51,8 @@ class StepRow:
     task_type: str
     state_key: str
     observation: str
-    prompt: list[dict[str, str]]
+    request: Request = field(repr=False, compare=False)
+    """The request the policy answered; :attr:`prompt` reads its messages."""
     reply: str
     action: str
     well_formed: bool
@@ -65,6 +66,22 @@ class StepRow:
     logprobs: list[float] = field(default_factory=list)
     prompt_token_ids: list[int] | None = None
     failed: bool = False
+
+    @property
+    def prompt(self) -> list[dict[str, str]]:
+        """The chat messages sent to the policy."""
+        return self.request.messages
+
+    def to_dict(self) -> dict[str, Any]:
+        """The row as plain JSON-ready values: every column, ``prompt`` in place of the
+        request."""
+        out = {}
+        for f in fields(self):
+            if f.name == "request":
+                out["prompt"] = self.prompt
+            else:
+                out[f.name] = getattr(self, f.name)
+        return out
 
 
 @dataclass
@@ -102,7 +119,7 @@ class StepTable:
         """Every row as one JSON line (UTF-8)."""
         with open(path, "w", encoding="utf-8") as f:
             for r in self.rows:
-                f.write(json.dumps(asdict(r), ensure_ascii=False) + "\n")
+                f.write(json.dumps(r.to_dict(), ensure_ascii=False) + "\n")
 
 
 def rollout(
@@ -120,10 +137,12 @@ def rollout(
     obs, infos = vec.reset(tasks, seeds)
     n, size = vec.num_envs, vec.group_size
     agent.reset()
-    t = np.zeros(n, dtype=int)
+    t = [0] * n
     rows: list[StepRow] = []
+    # Plain lists and ints inside the loop: numpy scalars cost ~10x more per access, and this
+    # loop runs once per env step (its cost is the machinery's overhead over the env).
     while vec.live.any():
-        live = np.flatnonzero(vec.live)
+        live = np.flatnonzero(vec.live).tolist()
         requests = agent.requests([obs[i] for i in live], [infos[i] for i in live], live)
         replies = policy.act(requests)
         if len(replies) != len(requests):
@@ -135,31 +154,32 @@ def rollout(
             # action (a no-op with feedback), which is what the agent must learn to avoid.
             actions[i] = p.action if p.action is not None else rep.text
         new_obs, rewards, terminated, truncated, new_infos = vec.step(actions)
-        for k, i in enumerate(live):
-            info = new_infos[i] or {}
-            failed = bool(vec.failed[i])
+        rewards, terminated, truncated = rewards.tolist(), terminated.tolist(), truncated.tolist()
+        failed_now = vec.failed.tolist()
+        for i, request, reply, p in zip(live, requests, replies, parsed, strict=True):
+            info, last = new_infos[i] or {}, infos[i]
             rows.append(StepRow(
-                group=int(i // size), trajectory=int(i), t=int(t[i]),
-                task_id=str(infos[i].get("task_id", "")),
-                task_type=str(infos[i].get("task_type", "")),
-                state_key=str(infos[i].get("state_key", "")),
-                observation=obs[i], prompt=requests[k].messages, reply=replies[k].text,
-                action=actions[i], well_formed=parsed[k].well_formed,
+                group=i // size, trajectory=i, t=t[i],
+                task_id=str(last.get("task_id", "")),
+                task_type=str(last.get("task_type", "")),
+                state_key=str(last.get("state_key", "")),
+                observation=obs[i], request=request, reply=reply.text,
+                action=actions[i], well_formed=p.well_formed,
                 action_valid=bool(info.get("action_valid", False)),
-                reward=float(rewards[i]), done=bool(terminated[i] or truncated[i]),
-                terminated=bool(terminated[i]), won=bool(info.get("won", False)),
+                reward=float(rewards[i]), done=terminated[i] or truncated[i],
+                terminated=terminated[i], won=bool(info.get("won", False)),
                 score=float(info.get("score", 0.0)),
-                token_ids=list(replies[k].token_ids), logprobs=list(replies[k].logprobs),
-                prompt_token_ids=replies[k].prompt_token_ids,
-                failed=failed,
+                token_ids=reply.token_ids, logprobs=reply.logprobs,
+                prompt_token_ids=reply.prompt_token_ids,
+                failed=failed_now[i],
             ))
-            if failed:  # the whole episode is unusable, not just its last step
+            if failed_now[i]:  # the whole episode is unusable, not just its last step
                 for r in rows:
                     if r.trajectory == i:
                         r.failed = True
-            agent.observe(int(i), obs[i], actions[i])
+            agent.observe(i, obs[i], actions[i])
             obs[i], infos[i] = new_obs[i], info
             t[i] += 1
         if on_step is not None:
-            on_step(int(n - vec.live.sum()))
+            on_step(n - len(np.flatnonzero(vec.live)))
     return StepTable(rows=rows, num_envs=n, group_size=size)

@@ -7,10 +7,12 @@ Both sides play the same episodes with the same actions (the env's expert, read 
 * rollout: :func:`agents.rollout.rollout` with :class:`ExpertPolicy` and a
   :class:`ReActAgent`: prompts built, replies parsed, step-table rows recorded.
 
-Overhead = (rollout time - raw time) / raw time. With a model in the loop the policy's time
-dwarfs both; this isolates what gagpo adds. WebShop's in-process step costs ~20 us, so the
-prompt building that a real agent needs anyway is a visible share there; ALFWorld's ~6 ms steps
-hide it.
+Overhead = (rollout time - raw time) / raw time, in CPU time of this process (the in-process
+backend runs everything here), so that other load on a shared machine does not land on one
+side; each side goes first in turn, on tasks both have played once. With a model in the loop
+the policy's time dwarfs both; this isolates what gagpo adds. WebShop's in-process step costs
+~40 us, so a few microseconds of Python per step are a visible share there; ALFWorld's ~5 ms
+steps hide them.
 
     python -m benchmarks.rollout_overhead [--env WebShop-v0|ALFWorld-v0|both]
 """
@@ -28,7 +30,7 @@ from agents.react import ReActAgent
 from agents.rollout import rollout
 from envs.vector import GroupVectorEnv
 
-SETTINGS = {"WebShop-v0": (8, 8, 9), "ALFWorld-v0": (4, 4, 5)}  # tasks, copies, rounds
+SETTINGS = {"WebShop-v0": (8, 8, 25), "ALFWorld-v0": (4, 4, 5)}  # tasks, copies, rounds
 
 
 def raw_round(vec: GroupVectorEnv, tasks: list[int]) -> int:
@@ -51,16 +53,20 @@ def measure(env_id: str) -> None:
         rounds_tasks = [list(range(r * n, (r + 1) * n)) if fresh else list(range(n))
                         for r in range(rounds)]
         policy, agent = ExpertPolicy(), ReActAgent(env_id)
-        raw_round(vec, rounds_tasks[0])  # warm caches on both paths
+        for tasks in rounds_tasks:  # a task's first episode warms caches on both paths
+            raw_round(vec, tasks)
         rollout(policy, agent, vec, rounds_tasks[0])
         ratios, raw_t, roll_t, steps = [], 0.0, 0.0, 0
-        for tasks in rounds_tasks:  # interleaved, so load changes hit both sides alike
-            t = time.perf_counter()
-            k = raw_round(vec, tasks)
-            raw = time.perf_counter() - t
-            t = time.perf_counter()
-            rollout(policy, agent, vec, tasks)
-            roll = time.perf_counter() - t
+        for r, tasks in enumerate(rounds_tasks):  # interleaved, each side first in turn
+            times = {}
+            for side in (("raw", "rollout") if r % 2 == 0 else ("rollout", "raw")):
+                t = time.process_time()
+                if side == "raw":
+                    k = raw_round(vec, tasks)
+                else:
+                    rollout(policy, agent, vec, tasks)
+                times[side] = time.process_time() - t
+            raw, roll = times["raw"], times["rollout"]
             ratios.append(roll / raw)
             raw_t, roll_t, steps = raw_t + raw, roll_t + roll, steps + k
     # The median of per-round ratios: a load spike on a shared machine hits one round only.

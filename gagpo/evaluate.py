@@ -173,7 +173,7 @@ def evaluate(
             if out_dir:
                 with open(out_dir / "trajectories.jsonl", "a", encoding="utf-8") as f:
                     for r in table.rows:
-                        row = r.__dict__ | {"task_index": start + r.group}
+                        row = r.to_dict() | {"task_index": start + r.group}
                         f.write(json.dumps(row, ensure_ascii=False) + "\n")
     finally:
         bar.close()

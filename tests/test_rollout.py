@@ -87,4 +87,4 @@ def test_backends_give_identical_step_tables(backend):
         with GroupVectorEnv("WebShop-v0", 2, 3, backend=b, num_workers=2,
                             env_kwargs=EXPERT) as vec:
             tables.append(rollout(RandomPolicy(seed=5), ReActAgent("WebShop-v0"), vec, [7, 8]))
-    assert [r.__dict__ for r in tables[0].rows] == [r.__dict__ for r in tables[1].rows]
+    assert [r.to_dict() for r in tables[0].rows] == [r.to_dict() for r in tables[1].rows]

@@ -8,20 +8,47 @@ and the log-probabilities the sampling policy gave them; policies that cannot kn
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
+Messages = list[dict[str, str]]
 
-@dataclass
+
 class Request:
-    """What a policy is asked for one environment at one step."""
+    """What a policy is asked for one environment at one step.
 
-    messages: list[dict[str, str]]
-    """The chat prompt (``[{"role": "user", "content": ...}, ...]``)."""
-    admissible_actions: list[str] = field(default_factory=list)
-    """The environment's admissible actions (scoring and scripted policies choose among them)."""
-    info: dict[str, Any] = field(default_factory=dict)
-    """The environment's last info (scripted policies read ``expert_action`` from it)."""
+    Args:
+        messages: the chat prompt (``[{"role": "user", "content": ...}, ...]``), or a function
+            that builds it. A built prompt is made on first reading of :attr:`messages` and
+            kept: policies that never read it (scripted ones) never pay for it.
+        admissible_actions: the environment's admissible actions (scoring and scripted
+            policies choose among them).
+        info: the environment's last info (scripted policies read ``expert_action`` from it).
+    """
+
+    __slots__ = ("_messages", "_build", "admissible_actions", "info")
+
+    def __init__(
+        self,
+        messages: Messages | Callable[[], Messages],
+        admissible_actions: list[str] | None = None,
+        info: dict[str, Any] | None = None,
+    ) -> None:
+        self._messages, self._build = (None, messages) if callable(messages) else (messages, None)
+        self.admissible_actions = [] if admissible_actions is None else admissible_actions
+        self.info = {} if info is None else info
+
+    @property
+    def messages(self) -> Messages:
+        """The chat prompt."""
+        if self._messages is None:
+            self._messages, self._build = self._build(), None
+        return self._messages
+
+    def __repr__(self) -> str:
+        return (f"Request(messages={self.messages!r}, "
+                f"admissible_actions={self.admissible_actions!r}, info={self.info!r})")
 
 
 @dataclass
