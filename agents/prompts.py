@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 ENV_NAMES = ("webshop", "alfworld")
 
@@ -137,3 +138,13 @@ def build_messages(
         max_steps=max_steps,
     )
     return [{"role": "user", "content": content}]
+
+
+def chat_prompt_ids(tokenizer: Any, messages: list[dict[str, str]]) -> list[int]:
+    """The chat-formatted prompt's token ids, ending where the assistant's reply starts: what
+    every tokenising policy sends its model, so that the trainer scores the same ids."""
+    if getattr(tokenizer, "chat_template", None):
+        text = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+    else:  # a base model without a template: a plain transcript
+        text = "".join(f"{m['role']}: {m['content']}\n" for m in messages) + "assistant: "
+    return list(tokenizer(text, add_special_tokens=False)["input_ids"])

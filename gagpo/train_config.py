@@ -1,7 +1,7 @@
 """The trainer's arguments: one dataclass, each field with its default and a one-line help.
 
-Defaults follow verl-agent (the GiGPO / GAGPO papers' settings) where
-``/work/shared/specs/algorithms.md`` gives them: 16 groups x 8 rollouts, gamma 0.95, history 2,
+Defaults follow verl-agent (the GiGPO / GAGPO papers' settings) where the papers give
+them: 16 groups x 8 rollouts, gamma 0.95, history 2,
 temperature 1.0 in training and 0.4 in evaluation, clip 0.2 with dual clip 3, KL 0.01 (low-
 variance estimator), entropy 0.001, lr 1e-6, one PPO epoch, token-mean, invalid-action penalty
 0.1, reward 10 x success. ``gagpo train --help`` lists them all; ``--config FILE`` (TOML or
@@ -48,6 +48,9 @@ class TrainConfig:
     max_steps: int | None = arg(None, "episode step limit (default: the env's, 15 / 50)")
     backend: str = arg("inprocess", "where envs run", choices=["inprocess", "process", "ray"])
     ray_address: str | None = arg(None, "Ray cluster address for backend=ray (None: local)")
+    parallel: str = arg("ddp", "under torchrun: ddp (each rank a whole model, gradients "
+                               "all-reduced) or fsdp (parameters, gradients and optimizer "
+                               "state sharded, FSDP2)", choices=["ddp", "fsdp"])
     # --- model and policy ---------------------------------------------------------------------
     model: str = arg("tiny", "tiny | smollm2-135m | a Hugging Face id or local folder")
     mode: str = arg("generate", "generate replies, or score the admissible actions",
@@ -201,11 +204,6 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
 
 # ---------------------------------------------------------------------------------------------
 # What a run leaves behind: checkpoints (atomic), step tables, metrics.
-
-
-def trainable_state(model: Any) -> dict[str, torch.Tensor]:
-    """The trained tensors only: every parameter, or the LoRA adapters."""
-    return {n: p.detach().cpu().clone() for n, p in model.named_parameters() if p.requires_grad}
 
 
 def rng_state(policy: Any) -> dict[str, Any]:

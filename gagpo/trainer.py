@@ -4,9 +4,10 @@
           -> clipped policy loss on the actions' tokens (gagpo.losses) -> optimizer
           -> metrics (JSONL, TensorBoard, W&B), step table, checkpoint, evaluation.
 
-Runs on one CPU as well as under ``torchrun`` (data parallel: each rank plays its share of the
-groups, gradients are all-reduced, so every rank holds the same parameters). Groups never
-straddle ranks, so advantages stay local. ``gagpo train --help`` lists the arguments
+Runs on one CPU as well as under ``torchrun``: each rank plays its share of the groups (groups
+never straddle ranks, so advantages stay local) and gradients are summed over ranks, whole
+(``--parallel ddp``) or sharded with the parameters and optimizer state (``--parallel fsdp``);
+see :mod:`gagpo.distributed`. ``gagpo train --help`` lists the arguments
 (:class:`gagpo.train_config.TrainConfig`).
 """
 
@@ -16,7 +17,6 @@ import contextlib
 import copy
 import hashlib
 import json
-import os
 import random
 import time
 from pathlib import Path
@@ -26,6 +26,22 @@ import numpy as np
 import torch
 
 from gagpo.advantages import compute_advantages
+from gagpo.distributed import (
+    all_reduce_max,
+    all_reduce_sum,
+    full_parameters,
+    full_state,
+    gather_objects,
+    is_sharded,
+    load_full_state,
+    load_optimizer_state,
+    loss_scale,
+    optimizer_state,
+    save_pretrained,
+    setup_distributed,
+    shard_model,
+    sync_gradients,
+)
 from gagpo.losses import LossConfig, micro_batches, policy_loss, reply_logprobs, right_align
 from gagpo.train_config import (
     MetricLogger,
@@ -35,29 +51,10 @@ from gagpo.train_config import (
     save_checkpoint,
     save_step_table,
     set_rng_state,
-    trainable_state,
 )
 
 # ---------------------------------------------------------------------------------------------
 # Set-up: processes, model, policy.
-
-
-def setup_distributed() -> tuple[int, int, torch.device]:
-    """``(rank, world_size, device)``; joins the process group when launched by torchrun."""
-    world = int(os.environ.get("WORLD_SIZE", "1"))
-    rank = int(os.environ.get("RANK", "0"))
-    if torch.cuda.is_available():
-        local = int(os.environ.get("LOCAL_RANK", "0"))
-        device = torch.device("cuda", local % torch.cuda.device_count())
-        torch.cuda.set_device(device)
-    else:
-        device = torch.device("cpu")
-        # torch's default of 2 threads here is 10-25x slower than 1 for small models.
-        if "OMP_NUM_THREADS" not in os.environ:
-            torch.set_num_threads(1)
-    if world > 1 and not torch.distributed.is_initialized():
-        torch.distributed.init_process_group("nccl" if device.type == "cuda" else "gloo")
-    return rank, world, device
 
 
 def autocast_dtype(cfg: TrainConfig, model: Any, device: torch.device) -> torch.dtype | None:
@@ -164,29 +161,6 @@ def advantages_of(rows: list, rewards: np.ndarray, cfg: TrainConfig) -> tuple[np
         gamma=cfg.gamma, lam=cfg.lam, norm=cfg.norm, omega=cfg.omega, return_details=True)
 
 
-def all_reduce_sum(x: float, world: int) -> float:
-    if world == 1:
-        return x
-    t = torch.tensor([x], dtype=torch.float64)
-    torch.distributed.all_reduce(t)
-    return float(t[0])
-
-
-def sync_gradients(params: list[torch.Tensor], world: int) -> None:
-    """Sum gradients over ranks (the loss is already divided by the global count) in one flat
-    all-reduce."""
-    if world == 1:
-        return
-    grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in params]
-    flat = torch.cat([g.reshape(-1) for g in grads])
-    torch.distributed.all_reduce(flat)
-    offset = 0
-    for p in params:
-        n = p.numel()
-        p.grad = flat[offset:offset + n].view_as(p).clone()
-        offset += n
-
-
 @contextlib.contextmanager
 def reference_weights(model: Any, ref_model: Any | None):
     """The frozen reference policy: the base model under LoRA (adapters off), else a copy."""
@@ -195,6 +169,23 @@ def reference_weights(model: Any, ref_model: Any | None):
     else:
         with model.disable_adapter():
             yield model
+
+
+def rank_micro_batches(items: list[int], lengths: list[int], budget: int, world: int,
+                       sharded: bool) -> list[list[int] | None]:
+    """``items`` cut into micro-batches of at most ``budget`` padded tokens. Under FSDP every
+    forward and backward is a collective, so each rank gets as many micro-batches as the
+    busiest one: the extra ones are None, run as zero-weight padding passes."""
+    chunks: list[list[int] | None] = [[items[j] for j in c]
+                                      for c in micro_batches(lengths, budget)]
+    if sharded:
+        chunks += [None] * (int(all_reduce_max(float(len(chunks)), world)) - len(chunks))
+    return chunks
+
+
+def grad_norm_clip(params: list[torch.Tensor], max_norm: float) -> float:
+    g = torch.nn.utils.clip_grad_norm_(params, max_norm)
+    return float(g.full_tensor() if hasattr(g, "full_tensor") else g)  # a DTensor under FSDP
 
 
 def update(model: Any, ref_model: Any | None, optimizer: torch.optim.Optimizer, batch: dict,
@@ -210,6 +201,7 @@ def update(model: Any, ref_model: Any | None, optimizer: torch.optim.Optimizer, 
     # Score-mode log-probs are the raw model's; generated ones are log_softmax(logits / T).
     temp = cfg.temperature if cfg.mode == "generate" and cfg.temperature > 0 else 1.0
     params = [p for p in model.parameters() if p.requires_grad]
+    sharded, scale = is_sharded(model), loss_scale(model, world)
     n = len(batch["adv"])
     totals: dict[str, float] = {}
     tokens_seen = 0
@@ -223,33 +215,40 @@ def update(model: Any, ref_model: Any | None, optimizer: torch.optim.Optimizer, 
                 else len(mb)
             denom = all_reduce_sum(float(local), world)
             optimizer.zero_grad(set_to_none=True)
-            for chunk in micro_batches(lengths, cfg.micro_batch_tokens):
-                idx = [mb[j] for j in chunk]
-                prompts = [batch["prompt"][i] for i in idx]
-                replies = [batch["reply"][i] for i in idx]
+            for idx in rank_micro_batches(mb, lengths, cfg.micro_batch_tokens, world, sharded):
+                weight = 1.0 if idx is not None else 0.0
+                if idx is None:  # a padding pass: same collectives, no gradient
+                    prompts, replies, olds, advs = [[pad_id]], [[pad_id]], [[0.0]], [0.0]
+                else:
+                    prompts = [batch["prompt"][i] for i in idx]
+                    replies = [batch["reply"][i] for i in idx]
+                    olds = [batch["old_logp"][i] for i in idx]
+                    advs = [batch["adv"][i] for i in idx]
                 logp, mask, ent = reply_logprobs(
                     model, prompts, replies, pad_id=pad_id, temperature=temp,
                     with_entropy=True, autocast_dtype=amp)
                 T = mask.shape[1]
-                old = right_align([batch["old_logp"][i] for i in idx], T, logp.device)
+                old = right_align(olds, T, logp.device)
                 ref = None
                 if cfg.kl_coef > 0:
                     with torch.no_grad(), reference_weights(model, ref_model) as ref_net:
                         ref = reply_logprobs(ref_net, prompts, replies, pad_id=pad_id,
                                              temperature=temp, autocast_dtype=amp)[0]
-                adv = torch.tensor([batch["adv"][i] for i in idx], device=logp.device)
+                adv = torch.tensor(advs, device=logp.device)
                 loss, stats = policy_loss(logp, old, adv, mask, loss_cfg, ref_logp=ref,
                                           entropy=ent, denominator=denom)
-                # DDP averages nothing here: each rank's loss is already over the global
-                # denominator, so summing gradients over ranks gives the global mean's.
-                loss.backward()
+                # No averaging over ranks anywhere: each rank's loss is already over the
+                # global denominator, so summing gradients over ranks gives the global mean's.
+                (loss * weight * scale).backward()
+                if idx is None:
+                    continue
                 for k, v in stats.items():
                     totals[k] = totals.get(k, 0.0) + (v * denom if k == "pg" else v)
                 tokens_seen += int(mask.shape[0] * (T + max(len(p) for p in prompts)))
-            sync_gradients(params, world)
+            sync_gradients(model, params, world)
             if cfg.max_grad_norm > 0:
-                g = torch.nn.utils.clip_grad_norm_(params, cfg.max_grad_norm)
-                totals["grad_norm"] = totals.get("grad_norm", 0.0) + float(g)
+                totals["grad_norm"] = totals.get("grad_norm", 0.0) + grad_norm_clip(
+                    params, cfg.max_grad_norm)
             optimizer.step()
     steps = cfg.ppo_epochs * cfg.num_minibatches
     tok = max(totals.get("tokens", 0.0), 1.0)
@@ -264,7 +263,7 @@ def update(model: Any, ref_model: Any | None, optimizer: torch.optim.Optimizer, 
 def recompute_old_logprobs(model: Any, batch: dict, cfg: TrainConfig, amp, pad_id: int) -> None:
     temp = cfg.temperature if cfg.mode == "generate" and cfg.temperature > 0 else 1.0
     lengths = [len(p) + len(r) for p, r in zip(batch["prompt"], batch["reply"], strict=True)]
-    with torch.no_grad():
+    with torch.no_grad(), full_parameters(model):
         for idx in micro_batches(lengths, cfg.micro_batch_tokens):
             replies = [batch["reply"][i] for i in idx]
             logp, mask, _ = reply_logprobs(model, [batch["prompt"][i] for i in idx], replies,
@@ -310,27 +309,30 @@ def behaviour_cloning(model: Any, demos: list, cfg: TrainConfig, *, world: int,
     """Maximise log pi(expert reply | prompt), token-mean, ``bc_epochs`` passes; returns the
     last batch's mean negative log-likelihood."""
     params = [p for p in model.parameters() if p.requires_grad]
+    sharded, scale = is_sharded(model), loss_scale(model, world)
     opt = torch.optim.AdamW(params, lr=cfg.bc_lr, weight_decay=0.0)
     gen = torch.Generator().manual_seed(cfg.seed + 7)
     nll = float("nan")
+    # Ranks hold different numbers of demonstrations; all take as many optimizer steps.
+    steps = int(all_reduce_max(float(-(-len(demos) // cfg.bc_batch)), world))
     for _ in range(cfg.bc_epochs):
         order = torch.randperm(len(demos), generator=gen).tolist()
-        for start in range(0, len(order), cfg.bc_batch):
-            idx = order[start:start + cfg.bc_batch]
+        for step in range(steps):
+            idx = order[step * cfg.bc_batch:(step + 1) * cfg.bc_batch]
             denom = all_reduce_sum(float(sum(len(demos[i][1]) for i in idx)), world)
             opt.zero_grad(set_to_none=True)
             lengths = [len(demos[i][0]) + len(demos[i][1]) for i in idx]
             total = 0.0
-            for chunk in micro_batches(lengths, cfg.micro_batch_tokens):
-                sub = [idx[j] for j in chunk]
-                logp, mask, _ = reply_logprobs(model, [demos[i][0] for i in sub],
-                                               [demos[i][1] for i in sub], pad_id=pad_id,
+            for sub in rank_micro_batches(idx, lengths, cfg.micro_batch_tokens, world, sharded):
+                pairs = [demos[i] for i in sub] if sub is not None else [([pad_id], [pad_id])]
+                logp, mask, _ = reply_logprobs(model, [p for p, _ in pairs],
+                                               [r for _, r in pairs], pad_id=pad_id,
                                                autocast_dtype=amp)
-                loss = -(logp * mask).sum() / denom
-                loss.backward()
-                total += float(loss.detach())
-            sync_gradients(params, world)
-            torch.nn.utils.clip_grad_norm_(params, 1.0)
+                loss = -(logp * mask).sum() / max(denom, 1.0)
+                (loss * (sub is not None) * scale).backward()
+                total += float(loss.detach()) if sub is not None else 0.0
+            sync_gradients(model, params, world)
+            grad_norm_clip(params, 1.0)
             opt.step()
             nll = total
     return nll
@@ -353,8 +355,9 @@ def evaluate_policy(model: Any, tokenizer: Any, cfg: TrainConfig, agent: Any, ta
     episodes: list[dict] = []
     was_training = model.training
     model.eval()
-    with torch.no_grad(), torch.autocast(_device_type(model), dtype=amp or torch.bfloat16,
-                                         enabled=amp is not None):
+    with torch.no_grad(), full_parameters(model), \
+            torch.autocast(_device_type(model), dtype=amp or torch.bfloat16,
+                           enabled=amp is not None):
         for start in range(0, len(mine), cfg.eval_batch):
             chunk = mine[start:start + cfg.eval_batch]
             vec = make_vec(cfg, len(chunk), 1, env_kwargs(cfg, cfg.resolved_eval_split()))
@@ -376,14 +379,6 @@ def _device_type(model: Any) -> str:
 
 # ---------------------------------------------------------------------------------------------
 # The loop.
-
-
-def _gather(obj: Any, world: int) -> list[Any]:
-    if world == 1:
-        return [obj]
-    out: list[Any] = [None] * world
-    torch.distributed.all_gather_object(out, obj)
-    return out
 
 
 def train(cfg: TrainConfig) -> dict[str, Any]:
@@ -428,11 +423,15 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
     ref_model = None
     if cfg.kl_coef > 0 and cfg.lora_rank == 0:
         ref_model = copy.deepcopy(model).eval().requires_grad_(False)
+    if cfg.parallel == "fsdp":
+        shard_model(model)
+        if ref_model is not None:
+            shard_model(ref_model)
     start = 0
     if state is not None:
-        model.load_state_dict(state["model"], strict=False)
+        load_full_state(model, state["model"])
         if ref_model is not None and "reference" in state:
-            ref_model.load_state_dict(state["reference"], strict=False)
+            load_full_state(ref_model, state["reference"])
         start, evals = state["iteration"], state["evals"]
     else:
         if cfg.eval_episodes > 0:
@@ -444,17 +443,17 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
             nll = behaviour_cloning(model, demos, cfg, world=world, amp=amp, pad_id=pad_id)
             evals["bc"] = {"demonstration_steps": len(demos), "final_nll": nll}
             if ref_model is not None:
-                ref_model.load_state_dict(model.state_dict())
+                load_full_state(ref_model, full_state(model, trainable_only=False))
             if cfg.eval_episodes > 0:
                 run_eval("after_bc")
-    if world > 1:  # the same start on every rank, whatever happened before
+    if world > 1 and not is_sharded(model):  # the same start on every DDP rank
         for p in model.parameters():
             torch.distributed.broadcast(p.data, src=0)
 
     params = [p for p in model.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
     if state is not None:
-        optimizer.load_state_dict(state["optimizer"])
+        load_optimizer_state(model, optimizer, state["optimizer"])
         set_rng_state(state["rng"][rank], policy)
     logger = MetricLogger(cfg, out, enabled=rank == 0)
     my_groups = list(range(rank, cfg.n_groups, world))
@@ -472,8 +471,9 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
             seeds = [int(task_rng.integers(2**31)) for _ in range(cfg.n_groups)]
             timed = TimedPolicy(policy)
             model.eval()
-            with torch.no_grad(), torch.autocast(device.type, dtype=amp or torch.bfloat16,
-                                                 enabled=amp is not None):
+            with torch.no_grad(), full_parameters(model), \
+                    torch.autocast(device.type, dtype=amp or torch.bfloat16,
+                                   enabled=amp is not None):
                 table = rollout(timed, agent, vec, tasks, seeds=[seeds[g] for g in my_groups])
             t_rollout = time.perf_counter() - t0
 
@@ -500,7 +500,7 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
             # Metrics (over all ranks), the step table, the checkpoint, evaluation.
             shared = (details["state_group_size"] > 1).sum()
             invalid = sum(not (r.well_formed and r.action_valid) for r in rows)
-            parts = _gather((table.episodes(), adv.tolist(), int(shared), invalid, len(rows),
+            parts = gather_objects((table.episodes(), adv.tolist(), int(shared), invalid, len(rows),
                              stats, timed.tokens), world)
             episodes = [e for p in parts for e in p[0]]
             all_adv = np.asarray([a for p in parts for a in p[1]])
@@ -530,15 +530,18 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
             if cfg.eval_episodes > 0 and (last or (cfg.eval_every and (it + 1) % cfg.eval_every
                                                    == 0)):
                 metrics.update(eval_metrics(run_eval("after" if last else f"iter_{it + 1}")))
-            rngs = _gather(rng_state(policy), world)
-            if rank == 0 and (last or (cfg.save_every and (it + 1) % cfg.save_every == 0)):
-                payload = {"model": trainable_state(model), "optimizer": optimizer.state_dict(),
+            rngs = gather_objects(rng_state(policy), world)
+            # Gathering full tensors is a collective under FSDP: every rank takes part.
+            if (last or (cfg.save_every and (it + 1) % cfg.save_every == 0)) and \
+                    (rank == 0 or is_sharded(model)):
+                payload = {"model": full_state(model),
+                           "optimizer": optimizer_state(model, optimizer),
                            "rng": rngs, "iteration": it + 1, "config": cfg.to_dict(),
                            "evals": evals}
                 if ref_model is not None and "bc" in evals:  # else: rebuilt from cfg.model
-                    payload["reference"] = {n: p.detach().cpu()
-                                            for n, p in ref_model.named_parameters()}
-                save_checkpoint(ckpt_path, **payload)
+                    payload["reference"] = full_state(ref_model, trainable_only=False)
+                if rank == 0:
+                    save_checkpoint(ckpt_path, **payload)
             metrics["time/other"] = time.perf_counter() - t0 - t_rollout - t_update
             metrics["time/iteration"] = time.perf_counter() - t0
             logger.log(it + 1, metrics)
@@ -549,16 +552,15 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
         bar.close()
         vec.close()
         logger.close()
-    # Data parallelism must leave every rank with the same parameters: check, and record it.
+    # DDP must leave every rank with the same parameters: check, and record it. (Under FSDP
+    # each shard exists once; rank 0 records the digest of the gathered model.)
     digest = hashlib.sha256(b"".join(t.numpy().tobytes() for t in
-                                     trainable_state(model).values())).hexdigest()
-    digests = _gather(digest, world)
+                                     full_state(model).values())).hexdigest()
+    digests = [digest] if is_sharded(model) else gather_objects(digest, world)
     if rank == 0:
         (out / "parameter_digests.json").write_text(json.dumps(digests))
         if len(set(digests)) > 1:
             print(f"warning: parameters differ across ranks: {digests}")
-    if rank == 0 and cfg.iterations > start:
-        final = out / "final"
-        model.save_pretrained(final)
-        tokenizer.save_pretrained(final)
+    if cfg.iterations > start:
+        save_pretrained(model, tokenizer, out / "final", rank)
     return evals

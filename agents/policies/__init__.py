@@ -1,9 +1,9 @@
 """Policies: one interface (:class:`~agents.policies.base.Policy`), several back ends.
 
-``TransformersPolicy`` (agents.policies.hf), ``OpenAICompatiblePolicy``
-(agents.policies.openai_compat), ``ExpertPolicy`` and ``RandomPolicy``
-(agents.policies.scripted). They are imported on first use, so that importing this package
-does not import torch.
+``TransformersPolicy`` (agents.policies.hf), ``VLLMPolicy`` (agents.policies.vllm),
+``OpenAICompatiblePolicy`` (agents.policies.openai_compat), ``ExpertPolicy`` and
+``RandomPolicy`` (agents.policies.scripted). They are imported on first use, so that importing
+this package does not import torch.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from agents.policies.base import Policy, Reply, Request
 
 _LAZY = {
     "TransformersPolicy": "agents.policies.hf",
+    "VLLMPolicy": "agents.policies.vllm",
     "OpenAICompatiblePolicy": "agents.policies.openai_compat",
     "ExpertPolicy": "agents.policies.scripted",
     "RandomPolicy": "agents.policies.scripted",

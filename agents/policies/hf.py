@@ -25,6 +25,7 @@ import torch.nn.functional as F
 
 from agents.parser import fill_template, is_template
 from agents.policies.base import Reply, Request
+from agents.prompts import chat_prompt_ids
 
 Mode = Literal["generate", "score"]
 
@@ -119,13 +120,7 @@ class TransformersPolicy:
 
     def prompt_ids(self, messages: list[dict[str, str]]) -> list[int]:
         """The chat-formatted prompt's token ids, ending where the assistant's reply starts."""
-        if getattr(self.tokenizer, "chat_template", None):
-            text = self.tokenizer.apply_chat_template(
-                messages, tokenize=False, add_generation_prompt=True
-            )
-        else:  # a base model without a template: a plain transcript
-            text = "".join(f"{m['role']}: {m['content']}\n" for m in messages) + "assistant: "
-        return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+        return chat_prompt_ids(self.tokenizer, messages)
 
     def _forward(self, ids, mask, positions, cache=None, last_only: bool = False):
         kwargs: dict[str, Any] = {

@@ -1,0 +1,209 @@
+"""A vLLM engine as a policy, for fast rollouts on a CUDA machine that the trainer shares.
+
+It answers :class:`Request` batches like ``TransformersPolicy`` in ``generate`` mode: the same
+chat-templated prompt ids (:func:`agents.prompts.chat_prompt_ids`, handed to vLLM as token ids),
+the reply's sampled token ids, their log-probs, and ``text = decode(token_ids)``.
+
+Log-probs. vLLM's default ``logprobs_mode="raw_logprobs"`` reports ``log_softmax(raw logits)``,
+before temperature and top-k/top-p, so it disagrees with the trainer's
+``log_softmax(logits / T)`` whenever ``T != 1``. The engine is therefore built with
+``logprobs_mode="processed_logprobs"``: "the values after applying all processors, including
+temperature and top_k/top_p" (https://docs.vllm.ai/en/stable/configuration/engine_args/,
+``--logprobs-mode``; the order of the steps is in vllm/v1/sample/sampler.py's ``Sampler``
+docstring, https://docs.vllm.ai/en/latest/api/vllm/v1/sample/sampler/). ``SamplingParams(
+logprobs=0)`` returns just the sampled token's log-prob. Hence:
+
+- ``top_p == 1``: each log-prob is ``log_softmax(logits / T)`` of the sampled token, what
+  ``TransformersPolicy`` reports and the trainer recomputes.
+- ``top_p < 1``: vLLM reports the nucleus-renormalised log-prob, larger than
+  ``log_softmax(logits / T)`` by ``-log(nucleus mass)``; ``TransformersPolicy`` reports the
+  untruncated one. Train with ``top_p=1`` (the trainer's default) for matching ratios.
+- ``temperature == 0``: greedy decoding, and the log-probs are the raw model's (temperature 1),
+  as in ``TransformersPolicy``.
+
+vLLM 0.10.0's "processed" mode still left temperature out (PrimeIntellect-ai/prime-rl#697);
+TRL requires vLLM 0.10.2 for temperature-scaled log-probs (huggingface/trl#4163): use >= 0.10.2.
+
+Weights. :meth:`VLLMPolicy.load_weights` runs the engine model's own ``load_weights`` (it takes
+Hugging Face names and fuses q/k/v and gate/up itself; TRL's colocated mode calls it too) through
+``LLM.apply_model``, then ``LLM.reset_prefix_cache()`` so that no KV cache computed with the old
+weights is reused. The engine runs in this process (``VLLM_ENABLE_V1_MULTIPROCESSING=0`` unless
+the environment sets it), so the trainer's CUDA tensors are copied on the GPU, unserialised.
+vLLM's colocated-RL example, examples/rl/rlhf_ipc.py, uses its weight-transfer API (CUDA IPC
+from a Ray trainer actor to an LLM actor, https://docs.vllm.ai/en/latest/training/weight_transfer/),
+whose interface changed across releases; a trainer and an engine in one process need none of it.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Sequence
+from functools import partial
+from typing import Any
+
+import torch
+
+from agents.policies.base import Messages, Reply, Request
+from agents.prompts import chat_prompt_ids
+
+MISSING_VLLM = "VLLMPolicy needs vLLM: pip install vllm on a CUDA machine"
+
+
+def sampling_kwargs(
+    *,
+    temperature: float,
+    top_p: float,
+    max_new_tokens: int,
+    stop: Sequence[str],
+    seed: int | None,
+) -> dict[str, Any]:
+    """Keyword arguments of ``vllm.SamplingParams`` for one request."""
+    return {
+        "n": 1,
+        "temperature": temperature,
+        "top_p": top_p,
+        "max_tokens": max_new_tokens,
+        "stop": list(stop),
+        # The trainer parses the action up to and including "</action>". (The reply text is
+        # decoded from the token ids anyway, as TransformersPolicy does; see act.)
+        "include_stop_str_in_output": True,
+        "logprobs": 0,  # only the sampled token's log-prob
+        "seed": seed,
+    }
+
+
+def _load_into(weights: list[tuple[str, torch.Tensor]], model: torch.nn.Module) -> Any:
+    """Run inside the vLLM worker: copy ``weights`` into its model (returns the loaded names)."""
+    with torch.no_grad():
+        return model.load_weights(weights)
+
+
+class VLLMPolicy:
+    """Replies sampled by a vLLM engine (generate mode only).
+
+    Args:
+        model: a Hugging Face id, a local folder, or one of ``agents.models``' names
+            (``"tiny"``, ``"smollm2-135m"``), whose folder vLLM loads.
+        tokenizer: the HF tokenizer that builds the prompts; loaded from the model's folder when
+            None. Give the trainer's tokenizer so that prompts are the trainer's ids.
+        temperature, top_p, max_new_tokens, stop: as ``TransformersPolicy`` (``stop`` strings
+            end a reply and are kept in it).
+        seed: request ``k`` (counted over this policy's life) samples with seed ``seed + k``, so
+            the copies of one prompt in a group differ and a run is reproducible; None uses the
+            engine's generator.
+        gpu_memory_utilization: the share of the GPU's memory vLLM may take (weights, KV cache);
+            modest by default because the trainer shares the GPU.
+        dtype: ``"auto"`` (the checkpoint's), or ``"bf16"``, ``"float32"``, a torch dtype, ...
+        enforce_eager: no CUDA graphs (faster start, less memory, slower decoding).
+        max_model_len: prompt + reply length limit (default: the model's).
+        **engine_kwargs: more ``vllm.LLM`` arguments (e.g. ``distributed_executor_backend=
+            "external_launcher"`` under torchrun, one engine per rank).
+    """
+
+    def __init__(
+        self,
+        model: str,
+        tokenizer: Any | None = None,
+        *,
+        temperature: float = 1.0,
+        top_p: float = 1.0,
+        max_new_tokens: int = 256,
+        seed: int | None = None,
+        stop: Sequence[str] = (),
+        gpu_memory_utilization: float = 0.3,
+        dtype: str | torch.dtype = "auto",
+        enforce_eager: bool = False,
+        max_model_len: int | None = None,
+        **engine_kwargs: Any,
+    ) -> None:
+        if not 0.0 < top_p <= 1.0:
+            raise ValueError("top_p must be in (0, 1]")
+        if temperature < 0:
+            raise ValueError("temperature must be >= 0")
+        if max_new_tokens < 1:
+            raise ValueError("max_new_tokens must be >= 1")
+        if not 0.0 < gpu_memory_utilization <= 1.0:
+            raise ValueError("gpu_memory_utilization must be in (0, 1]")
+        # In-process engine: load_weights then hands over tensors without serialising them.
+        # Set before vLLM is imported, since vLLM may cache its environment variables.
+        os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+        try:
+            from vllm import LLM, SamplingParams
+        except ImportError as e:
+            raise ImportError(MISSING_VLLM) from e
+        from agents.models import model_folder, resolve_dtype
+
+        self.model_path = model_folder(model)
+        if tokenizer is None:
+            from transformers import AutoTokenizer
+
+            tokenizer = AutoTokenizer.from_pretrained(self.model_path)
+        self.tokenizer = tokenizer
+        self.temperature = temperature
+        self.top_p = top_p
+        self.max_new_tokens = max_new_tokens
+        self.seed = seed
+        self.stop = tuple(stop)
+        self._sampling_params = SamplingParams
+        self._requests_made = 0  # offsets the per-request seeds
+        if max_model_len is not None:
+            engine_kwargs["max_model_len"] = max_model_len
+        if seed is not None:
+            engine_kwargs["seed"] = seed
+        self.llm = LLM(
+            model=self.model_path,
+            dtype=dtype if dtype == "auto" else resolve_dtype(dtype),
+            gpu_memory_utilization=gpu_memory_utilization,
+            enforce_eager=enforce_eager,
+            logprobs_mode="processed_logprobs",  # log-probs after temperature: see the module doc
+            **engine_kwargs,
+        )
+
+    def prompt_ids(self, messages: Messages) -> list[int]:
+        """The chat-formatted prompt's token ids (the same as ``TransformersPolicy``'s)."""
+        return chat_prompt_ids(self.tokenizer, messages)
+
+    def act(self, requests: list[Request]) -> list[Reply]:
+        """One reply per request, in order, sampled in one vLLM batch."""
+        if not requests:
+            return []
+        prompts = [self.prompt_ids(r.messages) for r in requests]
+        params = []
+        for i in range(len(requests)):
+            seed = None if self.seed is None else self.seed + self._requests_made + i
+            params.append(self._sampling_params(**sampling_kwargs(
+                temperature=self.temperature, top_p=self.top_p,
+                max_new_tokens=self.max_new_tokens, stop=self.stop, seed=seed,
+            )))
+        self._requests_made += len(requests)
+        outputs = self.llm.generate(
+            [{"prompt_token_ids": p} for p in prompts], params, use_tqdm=False
+        )
+        replies: list[Reply] = []
+        for prompt, out in zip(prompts, outputs, strict=True):
+            completion = out.outputs[0]
+            ids = [int(t) for t in completion.token_ids]
+            logprobs = [
+                float(step[t].logprob) for t, step in zip(ids, completion.logprobs, strict=True)
+            ]
+            # vLLM's own text ends right after the stop string, while its token ids keep the
+            # whole token that completed it: decoding the ids keeps text and tokens consistent,
+            # as in TransformersPolicy (an end-of-sequence token stays in the ids only).
+            text = self.tokenizer.decode(ids, skip_special_tokens=True)
+            replies.append(Reply(text, ids, logprobs, prompt_token_ids=prompt))
+        return replies
+
+    def load_weights(self, named_tensors: Iterable[tuple[str, torch.Tensor]]) -> set[str]:
+        """Copy the trainer's current weights into the engine; returns the names of the engine's
+        parameters that were loaded.
+
+        ``named_tensors`` are Hugging Face names and tensors, e.g. ``model.named_parameters()``
+        of the trainer's model (with LoRA: merge the adapters first and pass the base model's
+        names). Any device and dtype: each tensor is copied into the engine's parameter. With
+        ``VLLM_ENABLE_V1_MULTIPROCESSING=1`` the tensors are pickled to the engine's process,
+        which vLLM allows only with ``VLLM_ALLOW_INSECURE_SERIALIZATION=1``.
+        """
+        weights = [(name, tensor.detach()) for name, tensor in named_tensors]
+        loaded = self.llm.apply_model(partial(_load_into, weights))
+        self.llm.reset_prefix_cache()  # cached prompt KV was computed with the old weights
+        return set(loaded[0] or ())

