@@ -129,7 +129,7 @@ def main(argv: list[str] | None = None) -> int:
         return args.func(args)
     except KeyboardInterrupt:
         return 130
-    except (FileNotFoundError, ValueError) as e:
+    except (FileNotFoundError, ValueError, ImportError) as e:  # files, values, extras missing
         print(f"gagpo: error: {e}", file=sys.stderr)
         return 2
 

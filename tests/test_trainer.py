@@ -1,6 +1,7 @@
 """The trainer: a policy update moves log-probs the advantages' way, resuming equals an
 uninterrupted run, and torchrun's ranks keep identical parameters."""
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -148,6 +149,18 @@ def test_cli_train_help_and_config_file(tmp_path):
     assert TrainConfig().resolved_ratio_level() == "action"
 
 
+def test_vllm_generation_needs_generate_mode_and_vllm(tmp_path, capsys):
+    from gagpo.cli import main
+
+    base = ["train", "--model", "tiny", "--generation", "vllm", "--iterations", "1",
+            "--eval-episodes", "0", "--no-tensorboard", "--out-dir", str(tmp_path)]
+    assert main([*base, "--mode", "score"]) == 2
+    assert "needs --mode generate" in capsys.readouterr().err
+    if importlib.util.find_spec("vllm") is None:
+        assert main(base) == 2
+        assert "pip install vllm on a CUDA machine" in capsys.readouterr().err
+
+
 def _torchrun_train(out: Path, *extra: str) -> None:
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
            "-m", "gagpo.cli", "train", "--model", "tiny", "--n-groups", "2", "--group-size",
@@ -230,3 +243,27 @@ def test_two_ranks_update_like_one_process_on_the_whole_batch(tmp_path, parallel
     assert moved > 1e-3  # the update did something
     for k in whole:
         torch.testing.assert_close(split[k], whole[k], atol=2e-5, rtol=1e-4, msg=k)
+
+
+def test_merged_weights_give_an_engine_the_lora_models_outputs():
+    """What --generation vllm pushes into the engine before each rollout: the LoRA adapters
+    merged into transformers-named weights; the trained model is left as it was."""
+    from peft import LoraConfig, get_peft_model
+
+    from agents.models import load_model
+    from gagpo.trainer import merged_weights
+
+    model = get_peft_model(load_model("tiny")[0], LoraConfig(
+        r=4, target_modules="all-linear", init_lora_weights=False))  # adapters that matter
+    plain = load_model("tiny")[0]
+    ids = torch.tensor([[5, 6, 7, 8, 9, 10]])
+    with torch.no_grad():
+        lora_logits = model(input_ids=ids).logits
+        assert not torch.allclose(lora_logits, plain(input_ids=ids).logits)
+        with merged_weights(model) as weights:
+            names = [n for n, _ in weights]
+            missing, unexpected = plain.load_state_dict(dict(weights), strict=False)
+        assert not unexpected and not any(n in dict(plain.named_parameters()) for n in missing)
+        assert not any("lora_" in n or "base_layer" in n for n in names)
+        torch.testing.assert_close(plain(input_ids=ids).logits, lora_logits, atol=1e-5, rtol=1e-4)
+        torch.testing.assert_close(model(input_ids=ids).logits, lora_logits)  # unmerged again

@@ -145,7 +145,8 @@ class VLLMPolicy:
         self.seed = seed
         self.stop = tuple(stop)
         self._sampling_params = SamplingParams
-        self._requests_made = 0  # offsets the per-request seeds
+        self.requests_made = 0
+        """Requests answered so far: offsets the per-request seeds (checkpoints keep it)."""
         if max_model_len is not None:
             engine_kwargs["max_model_len"] = max_model_len
         if seed is not None:
@@ -170,12 +171,12 @@ class VLLMPolicy:
         prompts = [self.prompt_ids(r.messages) for r in requests]
         params = []
         for i in range(len(requests)):
-            seed = None if self.seed is None else self.seed + self._requests_made + i
+            seed = None if self.seed is None else self.seed + self.requests_made + i
             params.append(self._sampling_params(**sampling_kwargs(
                 temperature=self.temperature, top_p=self.top_p,
                 max_new_tokens=self.max_new_tokens, stop=self.stop, seed=seed,
             )))
-        self._requests_made += len(requests)
+        self.requests_made += len(requests)
         outputs = self.llm.generate(
             [{"prompt_token_ids": p} for p in prompts], params, use_tqdm=False
         )
