@@ -67,6 +67,11 @@ class Args:
     """policy-gradient step size, the same for every method and env. Tuned once on WebShop
     (--quick, 2 seeds, lr in 0.1..100): the smallest lr where the methods' mean success
     plateaus"""
+    lrs: str = ""
+    """comma-separated step sizes to sweep instead (e.g. 3,10,30): every method runs at each,
+    and is reported at its own best (highest whole-run success). The estimators' advantages
+    differ in scale (GiGPO adds two normalised terms), which plain policy gradient turns into
+    a different effective step size; a per-method best removes that from the comparison"""
     gamma: float = 0.95
     """discount of G_t (verl-agent's)"""
     lam: float = 0.95
@@ -191,7 +196,7 @@ def train(env_id: str, method: str, seed: int, args: Args, cfg: dict[str, int],
     n_points = len(won) // w
     episodes = vec.num_envs * w * np.arange(1, n_points + 1)
     success = np.array(won[: n_points * w]).reshape(n_points, w).mean(axis=1)
-    return {"env": env_id, "method": method, "seed": seed, "episodes": episodes,
+    return {"env": env_id, "method": method, "seed": seed, "lr": args.lr, "episodes": episodes,
             "success": success, "won": np.array(won), "steps": np.array(steps),
             "episodes_per_iter": vec.num_envs, "group_size": args.group_size,
             "shared_key": np.array(shared_key), "shared_obs": np.array(shared_obs)}
@@ -251,7 +256,7 @@ def table(runs: list[dict]) -> str:
             q = max(1, won.shape[1] // 4)
             length = [r["steps"][-q:].sum() / (q * r["episodes_per_iter"]) for r in rs]
             lines.append(
-                f"| {env_id} | {method} | {_pct(won[:, :q].mean(1))} "
+                f"| {env_id} | {method} (lr {rs[0]['lr']:g}) | {_pct(won[:, :q].mean(1))} "
                 f"| {_pct(won[:, q:-q].mean(1)) if won.shape[1] > 2 * q else '-'} "
                 f"| {_pct(won[:, -q:].mean(1))} | {_pct(won.mean(1))} "
                 f"| {np.mean(length):.2f} | {np.mean([r['steps'].sum() for r in rs]):,.0f} |")
@@ -269,6 +274,33 @@ def table(runs: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def sweep_table(runs: list[dict]) -> str:
+    """Whole-run success of every (env, method, lr), mean ± s.e. over seeds."""
+    lrs = sorted({r["lr"] for r in runs})
+    lines = ["Learning-rate sweep, whole-run success (AUC):", "",
+             "| env | method | " + " | ".join(f"lr {lr:g}" for lr in lrs) + " |",
+             "|---|---|" + "---|" * len(lrs)]
+    for env_id in dict.fromkeys(r["env"] for r in runs):
+        for method in METHODS:
+            cells = []
+            for lr in lrs:
+                rs = [r for r in runs if (r["env"], r["method"], r["lr"]) == (env_id, method, lr)]
+                cells.append(_pct([r["won"].mean() for r in rs]) if rs else "-")
+            lines.append(f"| {env_id} | {method} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def best_lr_runs(runs: list[dict]) -> list[dict]:
+    """Each (env, method)'s runs at its lr of highest mean whole-run success."""
+    best: list[dict] = []
+    for key in dict.fromkeys((r["env"], r["method"]) for r in runs):
+        mine = [r for r in runs if (r["env"], r["method"]) == key]
+        lr = max(sorted({r["lr"] for r in mine}),
+                 key=lambda x: np.mean([r["won"].mean() for r in mine if r["lr"] == x]))
+        best += [r for r in mine if r["lr"] == lr]
+    return best
+
+
 def plot(runs: list[dict], path: Path) -> None:
     import matplotlib
 
@@ -284,7 +316,8 @@ def plot(runs: list[dict], path: Path) -> None:
                 continue
             m, s = _mean_se(np.stack([r["success"] for r in rs]))
             x = rs[0]["episodes"]
-            ax.plot(x, 100 * m, marker=".", label=f"{method} ({len(rs)} seeds)")
+            label = f"{method}, lr {rs[0]['lr']:g} ({len(rs)} seeds)"
+            ax.plot(x, 100 * m, marker=".", label=label)
             ax.fill_between(x, 100 * (m - s), 100 * (m + s), alpha=0.2)
         ax.set_title(f"{env_id}: tabular softmax policy, G = {rs[0]['group_size']}")
         ax.set_xlabel("training episodes")
@@ -310,6 +343,7 @@ def parse_args(argv: list[str] | None = None) -> tuple[Args, bool]:
 
 def main(argv: list[str] | None = None) -> list[dict]:
     args, quick = parse_args(argv)
+    lrs = [float(x) for x in args.lrs.split(",") if x.strip()] or [args.lr]
     env_ids = list(ENVS) if args.env == "both" else [args.env]
     runs: list[dict] = []
     notes: list[str] = []
@@ -330,23 +364,31 @@ def main(argv: list[str] | None = None) -> list[dict]:
                      f"pool of {len(pool)} train tasks, success window {cfg['window']} it.")
         print(notes[-1], flush=True)
         for method in METHODS:
-            for seed in range(args.seeds):
+            for lr, seed in [(lr, seed) for lr in lrs for seed in range(args.seeds)]:
                 t = time.perf_counter()
-                run = train(env_id, method, seed, args, cfg, pool)
+                run = train(env_id, method, seed, dataclasses.replace(args, lr=lr), cfg, pool)
                 runs.append(run)
-                print(f"  {method:6s} seed {seed}: success {100 * run['won'][0]:.1f}% -> "
+                print(f"  {method:6s} lr {lr:g} seed {seed}: success "
+                      f"{100 * run['won'][0]:.1f}% -> "
                       f"{100 * run['won'][-1]:.1f}% (first -> last iteration), "
                       f"{run['steps'].sum():,} env steps, {time.perf_counter() - t:.1f}s",
                       flush=True)
     if not runs:
         print("nothing ran")
         return runs
+    sweep = ""
+    if len(lrs) > 1:
+        sweep = "\n\n" + sweep_table(runs)
+        runs = best_lr_runs(runs)
+    lr_text = f"lr = {args.lr}" if len(lrs) == 1 else (
+        "lr per method: the best of " + ", ".join(f"{lr:g}" for lr in lrs)
+        + " (whole-run success)")
     header = "\n".join(
-        [f"Tabular softmax policy, lr = {args.lr}, gamma = {args.gamma}, lam = {args.lam}, "
+        [f"Tabular softmax policy, {lr_text}, gamma = {args.gamma}, lam = {args.lam}, "
          f"norm = mean_std, reward {args.win_reward:g} x won, {args.seeds} seeds per method "
          "(mean ± s.e. over seeds). Success: the sampled (temperature 1) training rollouts."]
         + [f"- {n}" for n in notes]) + "\n\n"
-    text = header + table(runs)
+    text = header + table(runs) + sweep
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "credit_assignment.md").write_text(text + "\n", encoding="utf-8")
     plot(runs, args.out / "credit_assignment.png")

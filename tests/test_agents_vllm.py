@@ -1,5 +1,5 @@
-"""The vLLM policy. Everywhere: its arguments, the error without vLLM, and prompt ids equal to
-TransformersPolicy's. On a CUDA machine with vLLM (scripts/gpu_checks.sh): real generation,
+"""The vLLM policy. Everywhere: its arguments, the error without vLLM, and the chat prompt ids
+both tokenising policies send. On a CUDA machine with vLLM (scripts/gpu_checks.sh): real generation,
 log-probs against a transformers forward pass at the sampling temperature, stop strings, and
 weight loading. ``GAGPO_VLLM_MODEL`` / ``GAGPO_VLLM_DTYPE`` choose the model and dtype there;
 ``GAGPO_REQUIRE_VLLM=1`` turns the GPU tests' skip into a run (and a failure if vLLM is absent).
