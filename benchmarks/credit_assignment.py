@@ -67,6 +67,8 @@ class Args:
     """policy-gradient step size, the same for every method and env. Tuned once on WebShop
     (--quick, 2 seeds, lr in 0.1..100): the smallest lr where the methods' mean success
     plateaus"""
+    methods: str = ",".join(METHODS)
+    """comma-separated estimators to run (default: all four)"""
     lrs: str = ""
     """comma-separated step sizes to sweep instead (e.g. 3,10,30): every method runs at each,
     and is reported at its own best (highest whole-run success). The estimators' advantages
@@ -344,6 +346,9 @@ def parse_args(argv: list[str] | None = None) -> tuple[Args, bool]:
 def main(argv: list[str] | None = None) -> list[dict]:
     args, quick = parse_args(argv)
     lrs = [float(x) for x in args.lrs.split(",") if x.strip()] or [args.lr]
+    methods = [m.strip() for m in args.methods.split(",") if m.strip()]
+    if unknown := set(methods) - set(METHODS):
+        raise SystemExit(f"unknown methods {sorted(unknown)}; known: {', '.join(METHODS)}")
     env_ids = list(ENVS) if args.env == "both" else [args.env]
     runs: list[dict] = []
     notes: list[str] = []
@@ -363,7 +368,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
                      f"iterations x N = {cfg['n_tasks']} tasks x G = {args.group_size}), "
                      f"pool of {len(pool)} train tasks, success window {cfg['window']} it.")
         print(notes[-1], flush=True)
-        for method in METHODS:
+        for method in methods:
             for lr, seed in [(lr, seed) for lr in lrs for seed in range(args.seeds)]:
                 t = time.perf_counter()
                 run = train(env_id, method, seed, dataclasses.replace(args, lr=lr), cfg, pool)
