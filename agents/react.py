@@ -150,11 +150,8 @@ class ReActAgent:
         requests = []
         for i, obs, info in zip(indices, observations, infos, strict=True):
             mem = self.memory(int(i))  # numpy indices welcome
-            requests.append(Request(
-                messages=partial(self._fit, mem.steps, mem.recent(), obs, info),
-                admissible_actions=list(info.get("admissible_actions", [])),
-                info=info,
-            ))
+            requests.append(Request(partial(self._fit, mem.steps, mem.recent(), obs, info),
+                                    list(info.get("admissible_actions", [])), info))
         return requests
 
     # --- replies ------------------------------------------------------------------------------
@@ -172,7 +169,9 @@ class ReActAgent:
         self, replies: Sequence[Reply], requests: Sequence[Request]
     ) -> list[ParsedAction]:
         """The action of each reply, judged against its request's admissible actions."""
+        near, cutoff = self.map_near_miss, self.near_miss_cutoff
         return [
-            self.parse(rep.text, req.admissible_actions)
+            parse_reply(rep.text, req.admissible_actions, map_near_miss=near,
+                        near_miss_cutoff=cutoff)
             for rep, req in zip(replies, requests, strict=True)
         ]
