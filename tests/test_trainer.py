@@ -245,6 +245,20 @@ def test_two_ranks_update_like_one_process_on_the_whole_batch(tmp_path, parallel
         torch.testing.assert_close(split[k], whole[k], atol=2e-5, rtol=1e-4, msg=k)
 
 
+def test_torchrun_fsdp_with_lora_score_mode_and_warm_start(tmp_path):
+    """The other FSDP path: LoRA adapters on a sharded base, a warm start with a different
+    number of demonstrations per rank, score-mode rollouts; the checkpoint and the final
+    folder hold the adapters only."""
+    out = tmp_path / "fsdp_lora"
+    _torchrun_train(out, "--parallel", "fsdp", "--lora-rank", "4", "--mode", "score",
+                    "--bc-episodes", "3", "--iterations", "1", "--max-steps", "4")
+    state = _params(out)
+    assert state and all(".lora_" in k for k in state)
+    assert (out / "final" / "adapter_model.safetensors").exists()
+    evals = torch.load(out / "checkpoint.pt", weights_only=False)["evals"]
+    assert evals["bc"]["demonstration_steps"] > 0  # rank 0's share of the warm start
+
+
 def test_merged_weights_give_an_engine_the_lora_models_outputs():
     """What --generation vllm pushes into the engine before each rollout: the LoRA adapters
     merged into transformers-named weights; the trained model is left as it was."""
