@@ -41,7 +41,8 @@ def setup_distributed() -> tuple[int, int, torch.device]:
         # torch's default of 2 threads here is 10-25x slower than 1 for small models.
         if "OMP_NUM_THREADS" not in os.environ:
             torch.set_num_threads(1)
-    if world > 1 and not torch.distributed.is_initialized():
+    # Under torchrun (which sets WORLD_SIZE) the group exists even for one rank: FSDP needs it.
+    if "WORLD_SIZE" in os.environ and not torch.distributed.is_initialized():
         torch.distributed.init_process_group("nccl" if device.type == "cuda" else "gloo")
     return rank, world, device
 
@@ -103,8 +104,9 @@ def is_sharded(model: Any) -> bool:
 
 
 def shard_model(model: Any) -> Any:
-    """Shard ``model`` in place with FSDP2: one unit per transformer block (the classes a
-    transformers model lists in ``_no_split_modules``), then the root for the rest.
+    """Shard ``model`` in place with FSDP2 (under torchrun: it needs the process group): one
+    unit per transformer block (the classes a transformers model lists in
+    ``_no_split_modules``), then the root for the rest.
 
     FSDP averages gradients over ranks; the trainer wants their sum (each rank's loss is
     already divided by the global count), so it multiplies losses by :func:`loss_scale`.

@@ -439,6 +439,9 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
     from agents.rollout import rollout
 
     rank, world, device = setup_distributed()
+    if cfg.parallel == "fsdp" and not torch.distributed.is_initialized():
+        raise ValueError("--parallel fsdp runs under torchrun, e.g. torchrun "
+                         "--standalone --nproc_per_node=2 -m gagpo.cli train --parallel fsdp ...")
     if cfg.n_groups % world:
         raise ValueError(f"n_groups ({cfg.n_groups}) must be a multiple of the ranks ({world})")
     out = Path(cfg.out_dir)

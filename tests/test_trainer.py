@@ -161,6 +161,14 @@ def test_vllm_generation_needs_generate_mode_and_vllm(tmp_path, capsys):
         assert "pip install vllm on a CUDA machine" in capsys.readouterr().err
 
 
+def test_fsdp_without_torchrun_is_a_clear_error(tmp_path, capsys):
+    from gagpo.cli import main
+
+    assert main(["train", "--model", "tiny", "--parallel", "fsdp", "--eval-episodes", "0",
+                 "--no-tensorboard", "--out-dir", str(tmp_path)]) == 2
+    assert "runs under torchrun" in capsys.readouterr().err
+
+
 def _torchrun_train(out: Path, *extra: str) -> None:
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
            "-m", "gagpo.cli", "train", "--model", "tiny", "--n-groups", "2", "--group-size",
