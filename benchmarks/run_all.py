@@ -15,4 +15,5 @@ if __name__ == "__main__":
     rollout_overhead.main([])
     alfworld_bench.main([])
     trainer_overhead.main([])
-    credit_assignment.main(["--quick"])
+    # The quick run writes beside, not over, the committed full results.
+    credit_assignment.main(["--quick", "--out", str(credit_assignment.RESULTS / "quick")])
