@@ -108,6 +108,19 @@ def test_agent_tracks_each_env():
         agent.requests(["a", "b"], [info()])
 
 
+def test_a_prompt_read_late_shows_the_step_it_was_asked_for():
+    """Prompts are rendered when first read; what they show is the memory at request time,
+    whatever the agent observed or forgot since."""
+    agent = ReActAgent("WebShop-v0", history_length=2)
+    agent.observe(0, "obs0", "act0")
+    eager = agent.messages(0, "now", info())
+    (late,) = agent.requests(["now"], [info()])
+    agent.observe(0, "obs1", "act1")
+    agent.reset()
+    assert late.messages == eager
+    assert late.messages is late.messages  # rendered once
+
+
 def test_char_cap_drops_oldest_history_first():
     agent = ReActAgent("webshop", history_length=3)
     for i in range(3):
