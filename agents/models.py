@@ -21,6 +21,7 @@ Tokenizers always come back padding on the left, as batched generation needs.
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import importlib.util
 import json
@@ -221,7 +222,12 @@ def _build_smollm2(folder: Path) -> None:
     log.info("converting %s to safetensors (once)", gguf)
     tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
     loaded = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name)
-    model = AutoModelForCausalLM.from_config(loaded.config)
+    config = copy.deepcopy(loaded.config)
+    # The weights saved here are plain float tensors: a config still naming the GGUF
+    # quantisation makes other loaders (vLLM) refuse the folder.
+    if hasattr(config, "quantization_config"):
+        del config.quantization_config
+    model = AutoModelForCausalLM.from_config(config)
     model.load_state_dict(loaded.state_dict())
     model.generation_config = loaded.generation_config
     model.save_pretrained(folder)
@@ -230,7 +236,9 @@ def _build_smollm2(folder: Path) -> None:
 
 def smollm2_dir(root: Path | None = None) -> Path:
     """The cache folder of the converted SmolLM2-135M-Instruct."""
-    return (root or cache_dir()) / "models" / "smollm2-135m-instruct"
+    # "-2": folders built before the quantisation entry was dropped from config.json are
+    # rebuilt, not reused.
+    return (root or cache_dir()) / "models" / "smollm2-135m-instruct-2"
 
 
 def _dtype_kwargs(dtype: torch.dtype | None) -> dict[str, Any]:

