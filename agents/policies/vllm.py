@@ -136,11 +136,14 @@ class VLLMPolicy:
             engine's generator.
         gpu_memory_utilization: the share of the GPU's memory vLLM may take (weights, KV cache);
             modest by default because the trainer shares the GPU.
-        dtype: ``"auto"`` (the checkpoint's), or ``"bf16"``, ``"float32"``, a torch dtype, ...
+        dtype: ``"bf16"``, ``"float32"``, a torch dtype, ..., or vLLM's ``"auto"``, which runs
+            float32 checkpoints in half precision (the trainer passes its own precision).
         enforce_eager: no CUDA graphs (faster start, less memory, slower decoding).
         max_model_len: prompt + reply length limit (default: the model's).
-        **engine_kwargs: more ``vllm.LLM`` arguments (e.g. ``distributed_executor_backend=
-            "external_launcher"`` under torchrun, one engine per rank).
+        **engine_kwargs: more ``vllm.LLM`` arguments (``tensor_parallel_size``, ...).
+
+    Under torchrun each rank builds an engine of its own (tensor parallel size 1), which vLLM
+    fits into the ranks' existing process group; the trainer's tests run that on 2 CPU ranks.
     """
 
     def __init__(
