@@ -28,15 +28,14 @@ def demo_config(episodes: int = 300, out_dir: str = "runs/demo", quick: bool = F
     cfg = TrainConfig(
         env="WebShop-v0", model="tiny", mode="score", length_normalize=True, algo="gagpo",
         history_length=0,
-        max_steps=8, reward="score", n_groups=8, group_size=8, iterations=6,
-        lr=3e-4, kl_coef=0.0, entropy_coef=0.0, micro_batch_tokens=4096,
-        bc_teacher="rule", bc_episodes=200, bc_epochs=2, bc_lr=2e-3, bc_batch=16,
+        max_steps=8, reward="score", n_groups=8, group_size=8, iterations=20,
+        lr=3e-3, kl_coef=0.0, entropy_coef=0.0, micro_batch_tokens=4096, bc_episodes=0,
         eval_episodes=episodes, eval_batch=50, eval_every=0, eval_temperature=0.4,
         save_every=1, out_dir=out_dir, seed=0, tensorboard=True,
     )
     if quick:  # a smoke version for tests: minutes become seconds
         cfg.iterations, cfg.n_groups, cfg.group_size = 1, 2, 4
-        cfg.bc_episodes, cfg.eval_episodes, cfg.eval_batch = 4, min(episodes, 4), 4
+        cfg.eval_episodes, cfg.eval_batch = min(episodes, 4), 4
     return cfg
 
 
@@ -61,7 +60,7 @@ def run_demo(episodes: int = 300, out_dir: str = "runs/demo", quick: bool = Fals
           f"{minutes:.1f} min:")
     names = {"before": "untrained",
              "after_bc": f"after warm start ({cfg.bc_episodes} {cfg.bc_teacher} demos)",
-             "after": f"after + {cfg.iterations} GAGPO iterations"}
+             "after": f"after GAGPO ({cfg.iterations} iterations)"}
     for key, name in names.items():
         if key in evals:
             print(_line(name, evals[key]))
