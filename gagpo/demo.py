@@ -1,17 +1,14 @@
 """``make demo``: train a small agent on WebShop on this CPU, and show held-out success before and
 after, with 95% Wilson intervals.
 
-What runs (about ten minutes on a 2-core CPU): the ``tiny`` model (a 134k-parameter Llama
+What runs (about eight minutes on a 2-core CPU): the ``tiny`` model (a 134k-parameter Llama
 built here, untrained) as a *scoring* policy: at each step it picks one of the page's
 admissible actions (the search is always the customer's instruction), by mean token log-prob,
 with prompts of the current page only (history 0) and episodes of at most 8 steps. Training is
-a short behaviour-cloning warm start on WebShop's rule baseline (search the instruction, open
-the first result, buy: 200 training goals, all their episodes; the goal-aware expert's product
-choice is beyond a model this small), then GAGPO iterations (8 tasks x 8 rollouts, reward =
-the shop's score, state groups keyed on the true state). The held-out set is WebShop's test
-goals 0..N-1, never trained on. The rule baseline itself scores about 13% success there, the
-ceiling of what the warm start teaches; the short GAGPO phase shows the loop running, not a
-further gain.
+GAGPO alone, no demonstrations: 20 iterations of 8 tasks x 8 rollouts, reward = the shop's
+score, state groups keyed on the true state. The held-out set is WebShop's test goals 0..N-1,
+never trained on. The model learns the rule baseline's behaviour (search, open a result, buy),
+which scores about 13% success there; goal-aware product choice is beyond a model this small.
 """
 
 from __future__ import annotations
