@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 
@@ -21,10 +22,16 @@ def _demo(args: argparse.Namespace) -> int:
 
 
 def _train(args: argparse.Namespace) -> int:
+    from gagpo.evaluate import held_out_lines
     from gagpo.train_config import config_from_args
     from gagpo.trainer import train
 
-    train(config_from_args(args))
+    cfg = config_from_args(args)
+    lines = held_out_lines(train(cfg))
+    if lines and int(os.environ.get("RANK", "0")) == 0:
+        print(f"\nHeld-out success (95% Wilson interval), {cfg.eval_episodes} episodes each "
+              f"(also in {cfg.out_dir}/evals.json):")
+        print("\n".join(lines))
     return 0
 
 

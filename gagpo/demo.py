@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import time
 
-from gagpo.evaluate import format_table
+from gagpo.evaluate import format_table, held_out_lines
 from gagpo.train_config import TrainConfig
 
 
@@ -36,13 +36,6 @@ def demo_config(episodes: int = 300, out_dir: str = "runs/demo", quick: bool = F
     return cfg
 
 
-def _line(name: str, summary: dict) -> str:
-    a = summary["all"]
-    lo, hi = a["success_ci95"]
-    return (f"  {name:<34} success {100 * a['success']:5.1f}% [{100 * lo:4.1f}, {100 * hi:4.1f}]"
-            f"   score {100 * a['score']:5.1f}   mean length {a['mean_length']:4.1f}")
-
-
 def run_demo(episodes: int = 300, out_dir: str = "runs/demo", quick: bool = False
              ) -> dict:
     from gagpo.trainer import train
@@ -55,12 +48,10 @@ def run_demo(episodes: int = 300, out_dir: str = "runs/demo", quick: bool = Fals
     minutes = (time.perf_counter() - started) / 60
     print(f"\nHeld-out success (95% Wilson interval), {cfg.eval_episodes} test episodes each, "
           f"{minutes:.1f} min:")
-    names = {"before": "untrained",
-             "after_bc": f"after warm start ({cfg.bc_episodes} {cfg.bc_teacher} demos)",
-             "after": f"after GAGPO ({cfg.iterations} iterations)"}
-    for key, name in names.items():
-        if key in evals:
-            print(_line(name, evals[key]))
+    print("\n".join(held_out_lines(evals, {
+        "before": "untrained",
+        "after_bc": f"after warm start ({cfg.bc_episodes} {cfg.bc_teacher} demos)",
+        "after": f"after GAGPO ({cfg.iterations} iterations)"})))
     if "after" in evals:
         print()
         print(format_table("After training, by product category", evals["after"], 100.0))

@@ -118,6 +118,28 @@ def format_table(title: str, rows: dict[str, Any], score_scale: float) -> str:
     return "\n".join(lines)
 
 
+HELD_OUT_NAMES = {"before": "before training", "after_bc": "after the warm start",
+                  "after": "after training"}
+
+
+def held_out_lines(evals: dict[str, Any], names: dict[str, str] | None = None) -> list[str]:
+    """One line per held-out evaluation of a training run (``train``'s result: ``before``,
+    ``after_bc``, ``iter_<k>``, ``after``), in the order they ran: success with its 95%
+    interval, score and mean episode length."""
+    names = {**HELD_OUT_NAMES, **(names or {})}
+    lines = []
+    for key, summary in evals.items():
+        if not isinstance(summary, dict) or "all" not in summary:
+            continue  # e.g. the warm start's own record
+        a = summary["all"]
+        lo, hi = a["success_ci95"]
+        name = names.get(key, key.replace("iter_", "after iteration "))
+        lines.append(f"  {name:<34} success {100 * a['success']:5.1f}% [{100 * lo:4.1f}, "
+                     f"{100 * hi:4.1f}]   score {100 * a['score']:5.1f}   mean length "
+                     f"{a['mean_length']:4.1f}")
+    return lines
+
+
 def evaluate(
     env_id: str,
     policy_spec: PolicySpec,

@@ -642,6 +642,8 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
     digests = [digest] if is_sharded(model) else gather_objects(digest, world)
     if rank == 0:
         (out / "parameter_digests.json").write_text(json.dumps(digests))
+        if evals:
+            (out / "evals.json").write_text(json.dumps(evals, indent=1))
         if len(set(digests)) > 1:
             print(f"warning: parameters differ across ranks: {digests}")
     if cfg.iterations > start:

@@ -198,7 +198,7 @@ def test_fsdp_without_torchrun_is_a_clear_error(tmp_path, capsys):
     assert "runs under torchrun" in capsys.readouterr().err
 
 
-def _torchrun_train(out: Path, *extra: str) -> None:
+def _torchrun_train(out: Path, *extra: str) -> str:
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
            "-m", "gagpo.cli", "train", "--model", "tiny", "--n-groups", "2", "--group-size",
            "2", "--max-steps", "3", "--max-new-tokens", "8", "--history-length", "0",
@@ -207,13 +207,20 @@ def _torchrun_train(out: Path, *extra: str) -> None:
     env = dict(os.environ, OMP_NUM_THREADS="1")
     proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=180)
     assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc.stdout
 
 
 def test_torchrun_two_cpu_ranks_keep_identical_parameters(tmp_path):
     out = tmp_path / "ddp"
-    _torchrun_train(out, "--iterations", "2")
+    printed = _torchrun_train(out, "--iterations", "2")
     digests = json.loads((out / "parameter_digests.json").read_text())
     assert len(digests) == 2 and digests[0] == digests[1]
+    # The held-out evaluations (sharded over the ranks) are printed once and saved.
+    evals = json.loads((out / "evals.json").read_text())
+    assert [k for k in evals] == ["before", "after"]
+    assert evals["after"]["all"]["episodes"] == 2
+    assert printed.count("Held-out success") == 1
+    assert "before training" in printed and "after training" in printed
     assert sorted(p.name for p in (out / "steps").iterdir()) == [
         "iter_00001_rank0.npz", "iter_00001_rank1.npz", "iter_00002_rank0.npz",
         "iter_00002_rank1.npz"]
@@ -289,6 +296,7 @@ def test_two_ranks_update_like_one_process_on_the_whole_batch(tmp_path, parallel
     env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(ROOT))
     proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=180)
     assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc.stdout
     split = torch.load(out)
     assert split.keys() == whole.keys()
     init = dict(load_model("tiny")[0].named_parameters())
