@@ -82,7 +82,8 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--env", required=True, help="a registered env id, e.g. WebShop-v0")
     ev.add_argument("--policy", required=True,
                     help="expert | random | tiny | smollm2-135m | a Hugging Face id or local "
-                         "path | openai:<base url> (an OpenAI-compatible chat server)")
+                         "path | vllm:<one of those models> (a vLLM engine) | openai:<base "
+                         "url> (an OpenAI-compatible chat server)")
     ev.add_argument("--server-model", default=None, help="model name for an openai: policy")
     ev.add_argument("--mode", choices=["generate", "score"], default="generate",
                     help="model policies: generate replies, or score the admissible actions")

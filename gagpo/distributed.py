@@ -28,8 +28,13 @@ import torch
 PARALLEL_MODES = ("ddp", "fsdp")
 
 
+_joined = False
+"""Whether :func:`setup_distributed` created the process group (and so should leave it)."""
+
+
 def setup_distributed() -> tuple[int, int, torch.device]:
     """``(rank, world_size, device)``; joins the process group when launched by torchrun."""
+    global _joined
     world = int(os.environ.get("WORLD_SIZE", "1"))
     rank = int(os.environ.get("RANK", "0"))
     if torch.cuda.is_available():
@@ -44,7 +49,19 @@ def setup_distributed() -> tuple[int, int, torch.device]:
     # Under torchrun (which sets WORLD_SIZE) the group exists even for one rank: FSDP needs it.
     if "WORLD_SIZE" in os.environ and not torch.distributed.is_initialized():
         torch.distributed.init_process_group("nccl" if device.type == "cuda" else "gloo")
+        _joined = True
     return rank, world, device
+
+
+def shutdown_distributed() -> None:
+    """Leave the process group that :func:`setup_distributed` created, once every rank is
+    here; a group the caller made stays. A process that exits with its group alive can abort
+    in the backend's threads ("terminate called without an active exception")."""
+    global _joined
+    if _joined and torch.distributed.is_initialized():
+        torch.distributed.barrier()
+        torch.distributed.destroy_process_group()
+        _joined = False
 
 
 def _reduce(x: float, world: int, op: Any) -> float:

@@ -56,7 +56,9 @@ class PolicySpec:
 
 def build_policy(spec: PolicySpec):
     """``expert``, ``random``, ``openai:<base url>`` (with ``server_model``), or a model:
-    ``tiny``, ``smollm2-135m``, a Hugging Face id or a local path."""
+    ``tiny``, ``smollm2-135m``, a Hugging Face id or a local path, run by transformers, or by
+    a vLLM engine in this process as ``vllm:<model>`` (generate mode; the same sampling
+    settings)."""
     if spec.name == "expert":
         from agents.policies.scripted import ExpertPolicy
 
@@ -74,6 +76,13 @@ def build_policy(spec: PolicySpec):
             spec.name.removeprefix("openai:"), spec.server_model,
             temperature=spec.temperature, top_p=spec.top_p, max_tokens=spec.max_new_tokens,
         )
+    if spec.name.startswith("vllm:"):
+        from agents.policies.vllm import VLLMPolicy
+
+        if spec.mode != "generate":
+            raise ValueError("a vllm: policy generates replies: it needs --mode generate")
+        return VLLMPolicy(spec.name.removeprefix("vllm:"), temperature=spec.temperature,
+                          top_p=spec.top_p, max_new_tokens=spec.max_new_tokens, seed=spec.seed)
     from agents.models import load_model
     from agents.policies.hf import TransformersPolicy
 
@@ -166,11 +175,13 @@ def evaluate(
         env_kwargs["split"] = split
     if policy_spec.name == "expert":
         env_kwargs["request_infos"] = ["expert_action"]
+    # The policy first: a bad spec fails before any env is built, and a vLLM engine starts
+    # before WebShop's search imports numba (see agents.policies.vllm).
+    policy = build_policy(policy_spec)
     probe = gym.make(env_id, **env_kwargs)
     tasks = list(probe.unwrapped.split_tasks())[:episodes]
     label = getattr(probe.unwrapped, "report_label", env_id)
     probe.close()
-    policy = build_policy(policy_spec)
     agent = ReActAgent(env_id, history_length=history_length)
     all_episodes: list[dict[str, Any]] = []
     out_dir = Path(out) if out else None

@@ -40,6 +40,7 @@ from gagpo.distributed import (
     save_pretrained,
     setup_distributed,
     shard_model,
+    shutdown_distributed,
     sync_gradients,
 )
 from gagpo.losses import LossConfig, micro_batches, policy_loss, reply_logprobs, right_align
@@ -479,6 +480,7 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
     policy = make_policy(model, tokenizer, cfg, temperature=cfg.temperature,
                          seed=cfg.seed + rank, top_p=cfg.top_p)
     # With vLLM the engine samples the rollouts; ``policy`` still tokenises demonstrations.
+    # It starts before any environment exists (vLLM's CPU build: see agents.policies.vllm).
     engine = make_vllm_engine(cfg, tokenizer, seed=cfg.seed + rank, amp=amp) \
         if cfg.generation == "vllm" else None
     train_tasks = split_tasks(cfg, cfg.train_split)
@@ -648,4 +650,5 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
             print(f"warning: parameters differ across ranks: {digests}")
     if cfg.iterations > start:
         save_pretrained(model, tokenizer, out / "final", rank)
+    shutdown_distributed()
     return evals

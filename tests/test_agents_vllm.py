@@ -9,6 +9,7 @@ absent).
 
 import copy
 import importlib.util
+import json
 import math
 import os
 import subprocess
@@ -239,3 +240,45 @@ def test_load_weights_reaches_the_engine(engine):
                 p.copy_(saved[name])
         policy.load_weights(model.named_parameters())
         policy.temperature = TEMPERATURE
+
+
+@needs_vllm_engine
+def test_gagpo_eval_with_a_vllm_policy(tmp_path):
+    """``gagpo eval --policy vllm:<model>``, as a user runs it: WebShop episodes played through
+    an engine, every reply with its tokens and log-probs in the trajectories. (A process of its
+    own: vLLM's CPU build cannot start an engine once numba is imported, which the WebShop
+    envs of other tests in this process would have done.)"""
+    def gagpo_eval(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "gagpo.cli", "eval", "--env", "WebShop-v0",
+                               "--policy", f"vllm:{MODEL}", *args], cwd=ROOT, text=True,
+                              capture_output=True, timeout=600)
+
+    bad = gagpo_eval("--mode", "score", "--episodes", "1")
+    assert bad.returncode == 2 and "needs --mode generate" in bad.stderr
+    run = gagpo_eval("--split", "test", "--episodes", "2", "--batch", "2", "--max-new-tokens",
+                     "16", "--env-arg", "max_episode_steps=2", "--out", str(tmp_path))
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert "success % [95% CI]" in run.stdout
+    assert json.loads((tmp_path / "summary.json").read_text())["episodes"] == 2
+    rows = [json.loads(line) for line in (tmp_path / "trajectories.jsonl").read_text().splitlines()]
+    assert 2 <= len(rows) <= 4
+    assert all(1 <= len(r["token_ids"]) == len(r["logprobs"]) <= 16 for r in rows)
+
+
+@needs_vllm_engine
+def test_an_engine_after_numba_starts_or_is_a_clear_error():
+    """vLLM's CPU build (0.32) cannot start an engine once numba is imported: the policy then
+    says what to do, instead of vLLM's AttributeError. Builds without that fault start."""
+    code = ("import envs, gymnasium as gym; gym.make('WebShop-v0').reset(options={'task': 0})\n"
+            "import numba\n"
+            "from agents.policies import VLLMPolicy\n"
+            "try:\n"
+            f"    VLLMPolicy({MODEL!r}, max_new_tokens=4, enforce_eager=True, max_model_len=2048)\n"
+            "    print('started')\n"
+            "except RuntimeError as e:\n"
+            "    print('error:', e)\n")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, text=True,
+                          capture_output=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "started" in proc.stdout or \
+        "error: vLLM's CPU build cannot start an engine" in proc.stdout

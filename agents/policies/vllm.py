@@ -21,6 +21,12 @@ logprobs=0)`` returns just the sampled token's log-prob. Hence:
 - ``temperature == 0``: greedy decoding, and the log-probs are the raw model's (temperature 1),
   as in ``TransformersPolicy``.
 
+Start order. vLLM's CPU build (0.32) fails to start an engine once llvmlite (numba's) is
+imported: the scan with which it swaps in its CPU kernels trips over llvmlite's lazy wrappers
+(``AttributeError: '_lib_fn_wrapper' object has no attribute 'get'``). WebShop's search imports
+numba, so ``gagpo eval`` and the trainer build the engine before their first environment. CUDA
+builds do not run that scan.
+
 vLLM 0.10.0's "processed" mode still left temperature out (PrimeIntellect-ai/prime-rl#697);
 TRL requires vLLM 0.10.2 for temperature-scaled log-probs (huggingface/trl#4163): use >= 0.10.2.
 
@@ -198,14 +204,22 @@ class VLLMPolicy:
             engine_kwargs["max_model_len"] = max_model_len
         if seed is not None:
             engine_kwargs["seed"] = seed
-        self.llm = LLM(
-            model=self.model_path,
-            dtype=dtype if dtype == "auto" else resolve_dtype(dtype),
-            gpu_memory_utilization=gpu_memory_utilization,
-            enforce_eager=enforce_eager,
-            logprobs_mode="processed_logprobs",  # log-probs after temperature: see the module doc
-            **engine_kwargs,
-        )
+        try:
+            self.llm = LLM(
+                model=self.model_path,
+                dtype=dtype if dtype == "auto" else resolve_dtype(dtype),
+                gpu_memory_utilization=gpu_memory_utilization,
+                enforce_eager=enforce_eager,
+                logprobs_mode="processed_logprobs",  # after temperature: see the module doc
+                **engine_kwargs,
+            )
+        except AttributeError as e:
+            if "_lib_fn_wrapper" not in str(e):
+                raise
+            raise RuntimeError(
+                "vLLM's CPU build cannot start an engine in a process that has imported numba "
+                "(WebShop's search does): create the VLLMPolicy before the first WebShop "
+                "environment, or run it in a process of its own") from e
 
     def prompt_ids(self, messages: Messages) -> list[int]:
         """The chat-formatted prompt's token ids (the same as ``TransformersPolicy``'s)."""
