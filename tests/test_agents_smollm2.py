@@ -41,3 +41,18 @@ def test_smollm2_generates_with_matching_logprobs():
         torch.testing.assert_close(torch.tensor(reply.logprobs), expected, atol=1e-3, rtol=0)
     (alone,) = policy.act(reqs[:1])  # the left-padded batch row equals the row alone
     assert alone.token_ids == batched[0].token_ids
+
+
+def test_converted_folder_is_plain_safetensors():
+    """The converted folder holds dequantised float weights, and its config says so: a config
+    still naming the GGUF quantisation makes other loaders (vLLM) refuse the folder."""
+    import json
+    from pathlib import Path
+
+    from agents.models import model_folder
+
+    folder = Path(model_folder("smollm2-135m"))
+    config = json.loads((folder / "config.json").read_text())
+    assert "quantization_config" not in config
+    assert config["architectures"] == ["LlamaForCausalLM"]
+    assert (folder / "model.safetensors").exists() and not list(folder.glob("*.gguf"))
