@@ -1,3 +1,3 @@
-"""The ReAct agent: prompts (agents.prompts), the memory window (agents.memory), action
-parsing (agents.parser), the agent itself (agents.react), model loading (agents.models) and
-policies (agents.policies)."""
+"""The ReAct agent: prompts (gagpo.agents.prompts), the memory window (gagpo.agents.memory),
+action parsing (gagpo.agents.parser), the agent itself (gagpo.agents.react), model loading
+(gagpo.agents.models) and policies (gagpo.agents.policies)."""

@@ -31,8 +31,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
-
-from servers.cache import build_once, cache_dir
+from gagpo.servers.cache import build_once, cache_dir
 
 log = logging.getLogger(__name__)
 
@@ -100,7 +99,7 @@ class TinySpec:
 
 def tiny_corpus() -> str:
     """The text the tiny tokenizer is trained on: the prompt templates, then the corpus."""
-    from agents.prompts import TEMPLATES, build_prompt
+    from gagpo.agents.prompts import TEMPLATES, build_prompt
 
     parts = [_CORPUS]
     for name in TEMPLATES:

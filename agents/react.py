@@ -1,7 +1,7 @@
 """The ReAct agent: prompts from observations and infos, actions from replies.
 
-The agent holds one :class:`~agents.memory.EpisodeMemory` per environment index; it does not
-call a policy or step an environment (``agents.rollout`` does). One step of a rollout::
+The agent holds one :class:`~gagpo.agents.memory.EpisodeMemory` per environment index; it does not
+call a policy or step an environment (``gagpo.agents.rollout`` does). One step of a rollout::
 
     requests = agent.requests(observations, infos)      # one Request per env
     replies = policy.act(requests)
@@ -16,10 +16,10 @@ from collections.abc import Sequence
 from functools import partial
 from typing import Any
 
-from agents.memory import EpisodeMemory
-from agents.parser import ParsedAction, parse_reply
-from agents.policies.base import Reply, Request
-from agents.prompts import build_messages, resolve_env_name
+from gagpo.agents.memory import EpisodeMemory
+from gagpo.agents.parser import ParsedAction, parse_reply
+from gagpo.agents.policies.base import Reply, Request
+from gagpo.agents.prompts import build_messages, resolve_env_name
 
 DEFAULT_MAX_STEPS = {"webshop": 15, "alfworld": 50}
 """The papers' episode limits, mentioned in prompts unless ``max_steps`` says otherwise."""
@@ -157,7 +157,7 @@ class ReActAgent:
     # --- replies ------------------------------------------------------------------------------
 
     def parse(self, text: str, admissible_actions: Sequence[str]) -> ParsedAction:
-        """The action of one reply (see :mod:`agents.parser`)."""
+        """The action of one reply (see :mod:`gagpo.agents.parser`)."""
         return parse_reply(
             text,
             admissible_actions,

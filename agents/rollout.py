@@ -37,9 +37,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-
-from agents.policies.base import Policy, Request
-from agents.react import ReActAgent
+from gagpo.agents.policies.base import Policy, Request
+from gagpo.agents.react import ReActAgent
 
 
 @dataclass(slots=True)
@@ -130,7 +129,7 @@ def rollout(
     seeds: Sequence[int] | None = None,
     on_step: Callable[[int], None] | None = None,
 ) -> StepTable:
-    """Play one episode in every env of ``vec`` (a :class:`envs.vector.GroupVectorEnv`):
+    """Play one episode in every env of ``vec`` (a :class:`gagpo.envs.vector.GroupVectorEnv`):
     group ``i`` plays ``tasks[i]``. The policy is asked once per step for all live envs
     together (one batch). ``on_step(n_finished)`` is called after every vector step, for
     progress bars."""

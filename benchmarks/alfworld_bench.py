@@ -47,7 +47,7 @@ def _rss_mb() -> float:
 def pick_games(source, split: str, per_bin: int) -> list[tuple[str, object, tuple[int, int]]]:
     import json
 
-    from envs.alfworld.generator import scene_size
+    from gagpo.envs.alfworld.generator import scene_size
 
     chosen = []
     games = source.games(split)
@@ -64,7 +64,7 @@ def pick_games(source, split: str, per_bin: int) -> list[tuple[str, object, tupl
 
 
 def time_stock(path: str, commands: list[str]) -> tuple[list[float], list[float], list]:
-    from envs.alfworld import engine, speedups
+    from gagpo.envs.alfworld import engine, speedups
 
     with speedups.disabled():
         env = engine.start_stock(path)
@@ -119,9 +119,9 @@ _MEMORY_SCRIPT = """
 import sys, json
 from benchmarks.alfworld_bench import _rss_mb
 kind, data_dir, split = sys.argv[1:4]
-from envs.alfworld.games import GameSource
-from envs.alfworld.env import AlfworldEnv
-from envs.alfworld import engine
+from gagpo.envs.alfworld.games import GameSource
+from gagpo.envs.alfworld.env import AlfworldEnv
+from gagpo.envs.alfworld import engine
 games = GameSource(data_dir).games(split)
 if kind != "native":
     engine.require()
@@ -170,8 +170,8 @@ def main(argv: list[str] | None = None) -> None:
 
 def run(args: argparse.Namespace) -> None:
     """The benchmark proper: timings, transcripts compared, memory."""
-    from envs.alfworld import available
-    from envs.alfworld.env import AlfworldEnv
+    from gagpo.envs.alfworld import available
+    from gagpo.envs.alfworld.env import AlfworldEnv
 
     native = AlfworldEnv(data_dir=args.data_dir, split=args.split, engine="native")
     data_dir = str(native.source.root)

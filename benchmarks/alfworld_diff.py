@@ -75,8 +75,8 @@ class Pair:
     """The two engines on one game, compared after every call."""
 
     def __init__(self, path: str, label: str, report: Callable[[str], None]) -> None:
-        from envs.alfworld import engine
-        from envs.alfworld.native import NativeEnv
+        from gagpo.envs.alfworld import engine
+        from gagpo.envs.alfworld.native import NativeEnv
 
         self.label = label
         self.report = report
@@ -324,7 +324,7 @@ def grammar_variants(grammar: str) -> list[tuple[str, str]]:
 
 def pick_games(source: Any, n: int, seed: int) -> list[Any]:
     """``n`` games spread over splits and task types (round robin), in a seeded order."""
-    from envs.alfworld.generator import TASK_TYPES
+    from gagpo.envs.alfworld.generator import TASK_TYPES
 
     rng = random.Random(seed)
     pools: dict[tuple[str, str], list[Any]] = defaultdict(list)
@@ -353,8 +353,8 @@ def run(
     variants: bool = False, max_print: int = 200, out: Any = sys.stdout,
 ) -> dict[str, Any]:
     """Play ``games`` games of ``steps`` commands on both engines; returns the summary."""
-    from envs.alfworld import speedups
-    from envs.alfworld.games import open_source
+    from gagpo.envs.alfworld import speedups
+    from gagpo.envs.alfworld.games import open_source
 
     speedups.enable()
     source = open_source(data_dir)

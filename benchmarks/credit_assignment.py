@@ -8,7 +8,7 @@ update per iteration, on the iteration's own samples):
     theta[s, b] += lr / G * sum_{rows t with s_t = s} A_t * (1[b = a_t] - pi(b | s_t))
 
 An iteration resets N tasks drawn from a fixed pool of training tasks, G copies each
-(:class:`envs.vector.GroupVectorEnv`), samples every action at temperature 1 and rewards
+(:class:`gagpo.envs.vector.GroupVectorEnv`), samples every action at temperature 1 and rewards
 10 x won at the last step (the papers' outcome reward). WebShop's ``search[<query>]``
 template is played as ``search[<instruction>]``. Every method gets the same budget (training
 episodes = iterations x N x G) and the same seeds. Success is that of the sampled policy on the
@@ -36,11 +36,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import gagpo.envs  # noqa: F401  (registers the environments)
 import gymnasium as gym
 import numpy as np
+from gagpo.envs.vector import GroupVectorEnv
 
-import envs  # noqa: F401  (registers the environments)
-from envs.vector import GroupVectorEnv
 from gagpo.advantages import compute_advantages, state_groups
 
 METHODS = ("gagpo", "gigpo", "grpo", "rloo")

@@ -31,8 +31,8 @@ from types import SimpleNamespace
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from servers.webshop import nouns  # noqa: E402
-from servers.webshop.reward import type_parts  # noqa: E402
+from gagpo.servers.webshop import nouns  # noqa: E402
+from gagpo.servers.webshop.reward import type_parts  # noqa: E402
 
 # product_category|query|title
 TITLES = """\
@@ -266,7 +266,7 @@ def builtin_products() -> list[SimpleNamespace]:
 
 
 def generated_products(n: int) -> list[SimpleNamespace]:
-    from servers.webshop import open_catalog
+    from gagpo.servers.webshop import open_catalog
 
     catalog = open_catalog(num_products=n)
     return [

@@ -4,7 +4,7 @@ Both sides play the same episodes with the same actions (the env's expert, read 
 ``info["expert_action"]``) on the same in-process group vector env:
 
 * raw: ``vec.step`` with the expert's actions, nothing else;
-* rollout: :func:`agents.rollout.rollout` with :class:`ExpertPolicy` and a
+* rollout: :func:`gagpo.agents.rollout.rollout` with :class:`ExpertPolicy` and a
   :class:`ReActAgent`: prompts built, replies parsed, step-table rows recorded.
 
 Overhead = (rollout time - raw time) / raw time, in CPU time of this process (the in-process
@@ -25,14 +25,14 @@ import argparse
 import time
 from pathlib import Path
 
+import gagpo.envs  # noqa: F401
 import numpy as np
+from gagpo.agents.policies.scripted import ExpertPolicy
+from gagpo.agents.react import ReActAgent
+from gagpo.agents.rollout import rollout
+from gagpo.envs.vector import GroupVectorEnv
 
-import envs  # noqa: F401
-from agents.policies.scripted import ExpertPolicy
-from agents.react import ReActAgent
-from agents.rollout import rollout
 from benchmarks.record import command_line, recorded
-from envs.vector import GroupVectorEnv
 
 # tasks, copies, rounds: both engines step in well under a millisecond, so both get enough
 # rounds for a median that one load spike does not move.

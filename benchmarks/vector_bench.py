@@ -20,11 +20,11 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+import gagpo.envs  # noqa: F401  (registers WebShop-v0)
 import numpy as np
+from gagpo.envs.vector import BACKENDS, GroupVectorEnv
 
-import envs  # noqa: F401  (registers WebShop-v0)
 from benchmarks.record import command_line, recorded
-from envs.vector import BACKENDS, GroupVectorEnv
 
 
 def play_round(vec: GroupVectorEnv, tasks: list[int], step_times: list[float]) -> int:
@@ -86,7 +86,7 @@ def main(argv: Sequence[str] | None = None) -> None:
 def run_alfworld(args: argparse.Namespace) -> None:
     """ALFWorld-v0 group rollouts with the expert, in-process: the native engine beside the
     reference engine (the same tasks and rounds; episodes end at the win, resets included)."""
-    from envs.alfworld import available
+    from gagpo.envs.alfworld import available
 
     n = args.tasks * args.group
     print(f"== GroupVectorEnv: {args.tasks} tasks x {args.group} copies = {n} envs of "

@@ -42,7 +42,7 @@ def percentiles(xs: list[float]) -> tuple[float, float, float]:
 
 
 def expert_transcripts(shop, goals: range) -> list[list[str]]:
-    from envs.webshop.expert import expert_action
+    from gagpo.envs.webshop.expert import expert_action
 
     out = []
     for g in goals:
@@ -74,11 +74,10 @@ def free_port() -> int:
 
 
 def bench_env(n_goals: int = 300) -> None:
+    import gagpo.envs  # noqa: F401
     import gymnasium as gym
+    from gagpo.servers.webshop.app import create_app
     from waitress.server import create_server
-
-    import envs  # noqa: F401
-    from servers.webshop.app import create_app
 
     local = gym.make("WebShop-v0").unwrapped
     shop = local._backend.shop
@@ -111,10 +110,10 @@ def bench_search(n_products: int, queries: int = 500) -> None:
     """Catalog generation, conversion and index build (timed when not cached yet: the
     catalogs stay in the gagpo cache so that reruns are quick), search latency and serving
     memory for a generated catalog of ``n_products``."""
-    from servers.webshop import generated_catalog_dir
-    from servers.webshop.catalog import find_catalog_files, load_catalog
-    from servers.webshop.goals import build_goals
-    from servers.webshop.search import SearchEngine
+    from gagpo.servers.webshop import generated_catalog_dir
+    from gagpo.servers.webshop.catalog import find_catalog_files, load_catalog
+    from gagpo.servers.webshop.goals import build_goals
+    from gagpo.servers.webshop.search import SearchEngine
 
     def timed(fn):
         t = time.perf_counter()
@@ -159,9 +158,9 @@ def hash_file(path: Path) -> bytes:
 
 SERVE_PROBE = """
 import sys, psutil
-from servers.webshop import open_shop
-from servers.webshop.observe import describe
-from envs.webshop.expert import expert_action
+from gagpo.servers.webshop import open_shop
+from gagpo.servers.webshop.observe import describe
+from gagpo.envs.webshop.expert import expert_action
 shop = open_shop(num_products=int(sys.argv[1]))
 for g in range(min(200, len(shop.goals))):
     state = shop.initial_state(g)

@@ -23,8 +23,8 @@ than ``step_timeout`` seconds to answer, costs only its live episodes: they are 
 
 Example::
 
-    import envs
-    from envs.vector import GroupVectorEnv
+    import gagpo.envs
+    from gagpo.envs.vector import GroupVectorEnv
 
     with GroupVectorEnv("WebShop-v0", n_tasks=8, group_size=4, backend="process") as vec:
         obs, infos = vec.reset(tasks=range(8))

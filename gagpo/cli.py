@@ -9,7 +9,7 @@ import sys
 
 
 def _serve(args: argparse.Namespace) -> int:
-    from servers.webshop.serve import main as serve_webshop
+    from gagpo.servers.webshop.serve import main as serve_webshop
 
     return serve_webshop(args.extra)
 
@@ -33,6 +33,13 @@ def _train(args: argparse.Namespace) -> int:
               f"(also in {cfg.out_dir}/evals.json):")
         print("\n".join(lines))
     return 0
+
+
+def _missing_extras(error: ImportError):
+    def fail(args: argparse.Namespace) -> int:
+        raise ImportError(f"gagpo {args.command} needs the trainer's extras: "
+                          f"pip install 'gagpo[agents,train]' ({error})")
+    return fail
 
 
 def _eval(args: argparse.Namespace) -> int:
@@ -75,7 +82,7 @@ def build_parser() -> argparse.ArgumentParser:
         "webshop", add_help=False,
         help="the WebShop shop (HTML pages and a JSON API); --help lists its options",
     )
-    # The shop's own parser (servers.webshop.serve) owns its options: main() forwards them.
+    # The shop's own parser (gagpo.servers.webshop.serve) owns its options: main() forwards them.
     shop.set_defaults(func=_serve)
 
     ev = sub.add_parser("eval", help="evaluate a policy: success and score per task type")
@@ -105,17 +112,20 @@ def build_parser() -> argparse.ArgumentParser:
                     help="folder for summary.json and trajectories.jsonl")
     ev.set_defaults(func=_eval)
 
-    from gagpo.train_config import add_arguments
-
     tr = sub.add_parser(
         "train", help="train a ReAct agent with GAGPO, GiGPO, GRPO or RLOO",
         description="Train a ReAct agent on an environment. Every hyper-parameter has a flag; "
                     "--config FILE (TOML or JSON, keys as the flag names with underscores) "
                     "sets any of them and flags given here win. Under torchrun the rollouts "
                     "are sharded across ranks.")
-    tr.add_argument("--config", default=None, help="TOML or JSON file of settings")
-    add_arguments(tr)
-    tr.set_defaults(func=_train)
+    try:
+        from gagpo.train_config import add_arguments
+    except ImportError as e:  # the base install (no torch): eval and serve still work
+        tr.set_defaults(func=_missing_extras(e), extra_ok=True)
+    else:
+        tr.add_argument("--config", default=None, help="TOML or JSON file of settings")
+        add_arguments(tr)
+        tr.set_defaults(func=_train)
 
     demo = sub.add_parser("demo", help="train the tiny model on WebShop on this CPU and print "
                                        "held-out success before and after")
@@ -130,7 +140,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
-    if extra and args.func is not _serve:
+    if extra and args.func is not _serve and not getattr(args, "extra_ok", False):
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
     args.extra = extra
     try:

@@ -60,15 +60,15 @@ def build_policy(spec: PolicySpec):
     a vLLM engine in this process as ``vllm:<model>`` (generate mode; the same sampling
     settings)."""
     if spec.name == "expert":
-        from agents.policies.scripted import ExpertPolicy
+        from gagpo.agents.policies.scripted import ExpertPolicy
 
         return ExpertPolicy()
     if spec.name == "random":
-        from agents.policies.scripted import RandomPolicy
+        from gagpo.agents.policies.scripted import RandomPolicy
 
         return RandomPolicy(seed=spec.seed)
     if spec.name.startswith("openai:"):
-        from agents.policies.openai_compat import OpenAICompatiblePolicy
+        from gagpo.agents.policies.openai_compat import OpenAICompatiblePolicy
 
         if not spec.server_model:
             raise ValueError("an openai: policy needs --server-model (the served model's name)")
@@ -77,14 +77,14 @@ def build_policy(spec: PolicySpec):
             temperature=spec.temperature, top_p=spec.top_p, max_tokens=spec.max_new_tokens,
         )
     if spec.name.startswith("vllm:"):
-        from agents.policies.vllm import VLLMPolicy
+        from gagpo.agents.policies.vllm import VLLMPolicy
 
         if spec.mode != "generate":
             raise ValueError("a vllm: policy generates replies: it needs --mode generate")
         return VLLMPolicy(spec.name.removeprefix("vllm:"), temperature=spec.temperature,
                           top_p=spec.top_p, max_new_tokens=spec.max_new_tokens, seed=spec.seed)
-    from agents.models import load_model
-    from agents.policies.hf import TransformersPolicy
+    from gagpo.agents.models import load_model
+    from gagpo.agents.policies.hf import TransformersPolicy
 
     model, tokenizer = load_model(spec.name)
     return TransformersPolicy(
@@ -165,10 +165,10 @@ def evaluate(
     """Evaluate a policy on the first ``episodes`` tasks of ``split``, ``batch`` at a time."""
     import gymnasium as gym
 
-    import envs  # noqa: F401  (registers the environments)
-    from agents.react import ReActAgent
-    from agents.rollout import rollout
-    from envs.vector import GroupVectorEnv
+    import gagpo.envs  # noqa: F401  (registers the environments)
+    from gagpo.agents.react import ReActAgent
+    from gagpo.agents.rollout import rollout
+    from gagpo.envs.vector import GroupVectorEnv
 
     env_kwargs = dict(env_kwargs or {})
     if split is not None:
@@ -176,7 +176,7 @@ def evaluate(
     if policy_spec.name == "expert":
         env_kwargs["request_infos"] = ["expert_action"]
     # The policy first: a bad spec fails before any env is built, and a vLLM engine starts
-    # before WebShop's search imports numba (see agents.policies.vllm).
+    # before WebShop's search imports numba (see gagpo.agents.policies.vllm).
     policy = build_policy(policy_spec)
     probe = gym.make(env_id, **env_kwargs)
     tasks = list(probe.unwrapped.split_tasks())[:episodes]

@@ -43,20 +43,18 @@ from gagpo.distributed import (
     sync_gradients,
 )
 from gagpo.losses import LossConfig, micro_batches, policy_loss, reply_logprobs, right_align
-from gagpo.train_config import (
+from gagpo.run_folder import (
     MetricLogger,
-    TrainConfig,
-    check_resume,
     cut_run,
     eval_metrics,
     record_config_changes,
-    resume_differences,
     rng_state,
     save_checkpoint,
     save_step_table,
     set_rng_state,
     write_json,
 )
+from gagpo.train_config import TrainConfig, check_resume, resume_differences
 
 # ---------------------------------------------------------------------------------------------
 # Set-up: processes, model, policy.
@@ -79,7 +77,7 @@ def autocast_dtype(cfg: TrainConfig, model: Any, device: torch.device) -> torch.
 
 def build_model(cfg: TrainConfig, device: torch.device) -> tuple[Any, Any]:
     """The trained model (LoRA-wrapped when ``lora_rank > 0``) and its tokenizer."""
-    from agents.models import load_model
+    from gagpo.agents.models import load_model
 
     model, tokenizer = load_model(cfg.model, device=device)
     if cfg.lora_rank > 0:
@@ -93,7 +91,7 @@ def build_model(cfg: TrainConfig, device: torch.device) -> tuple[Any, Any]:
 
 def make_policy(model: Any, tokenizer: Any, cfg: TrainConfig, *, temperature: float,
                 seed: int, top_p: float = 1.0) -> Any:
-    from agents.policies.hf import TransformersPolicy
+    from gagpo.agents.policies.hf import TransformersPolicy
 
     return TransformersPolicy(model, tokenizer, mode=cfg.mode, temperature=temperature,
                               top_p=top_p, max_new_tokens=cfg.max_new_tokens, seed=seed,
@@ -111,7 +109,7 @@ def make_vllm_engine(cfg: TrainConfig, tokenizer: Any, *, seed: int,
     """
     if cfg.mode != "generate":
         raise ValueError("--generation vllm samples replies: it needs --mode generate")
-    from agents.policies.vllm import VLLMPolicy
+    from gagpo.agents.policies.vllm import VLLMPolicy
 
     kwargs = {"dtype": "bfloat16" if amp == torch.bfloat16 else "float32", **cfg.vllm_kwargs}
     return VLLMPolicy(cfg.model, tokenizer, temperature=cfg.temperature, top_p=cfg.top_p,
@@ -176,7 +174,7 @@ def env_kwargs(cfg: TrainConfig, split: str, expert: bool = False) -> dict[str, 
 
 
 def make_vec(cfg: TrainConfig, n_tasks: int, group_size: int, kwargs: dict) -> Any:
-    from envs.vector import GroupVectorEnv
+    from gagpo.envs.vector import GroupVectorEnv
 
     return GroupVectorEnv(cfg.env, n_tasks, group_size, backend=cfg.backend, env_kwargs=kwargs,
                           **({"ray_address": cfg.ray_address} if cfg.ray_address else {}))
@@ -185,7 +183,7 @@ def make_vec(cfg: TrainConfig, n_tasks: int, group_size: int, kwargs: dict) -> A
 def split_tasks(cfg: TrainConfig, split: str) -> list:
     import gymnasium as gym
 
-    import envs  # noqa: F401  (registers the environments)
+    import gagpo.envs  # noqa: F401  (registers the environments)
 
     probe = gym.make(cfg.env, **env_kwargs(cfg, split))
     tasks = list(probe.unwrapped.split_tasks())
@@ -366,11 +364,11 @@ def expert_demonstrations(cfg: TrainConfig, policy: Any, agent: Any, tasks: list
     """``(prompt ids, reply ids)`` of every step of the teacher's episodes (the expert's:
     only its won ones), the reply written as the policy writes it (score mode:
     ``reply_template`` filled, then EOS)."""
-    from agents.rollout import rollout
+    from gagpo.agents.rollout import rollout
 
     tok = policy.tokenizer
     expert = cfg.bc_teacher == "expert"
-    from agents.policies.scripted import ExpertPolicy, RuleBaselinePolicy
+    from gagpo.agents.policies.scripted import ExpertPolicy, RuleBaselinePolicy
 
     teacher = (ExpertPolicy(search_with_instruction=cfg.mode == "score") if expert
                else RuleBaselinePolicy(options=cfg.bc_teacher == "rule_options"))
@@ -432,7 +430,7 @@ def evaluate_policy(model: Any, tokenizer: Any, cfg: TrainConfig, agent: Any, ta
                     rank: int, world: int, amp: torch.dtype | None,
                     engine: Any = None) -> dict[str, Any]:
     """Success and score per task type (Wilson / normal 95% intervals) on ``tasks``."""
-    from agents.rollout import rollout
+    from gagpo.agents.rollout import rollout
     from gagpo.evaluate import summarise
 
     mine = tasks[rank::world]
@@ -487,7 +485,7 @@ def prepare_run_folder(out: Path, cfg: TrainConfig, state: dict | None) -> None:
     """Make ``out`` hold exactly the run up to where it goes on from (rank 0).
 
     Resuming (``state``): what the interrupted run logged past the checkpoint is cut
-    (:func:`gagpo.train_config.cut_run`; TensorBoard by the logger), ``evals.json`` is the
+    (:func:`gagpo.run_folder.cut_run`; TensorBoard by the logger), ``evals.json`` is the
     checkpoint's, and ``config.json`` keeps the run's first settings (changes go to
     ``config_changes.jsonl``). Starting (``--overwrite``, or ``--resume`` finding no
     checkpoint): an earlier run's files there are replaced, and said so.
@@ -517,8 +515,8 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
     """Run (or resume) a training run; returns the evaluations made along the way."""
     from tqdm import tqdm
 
-    from agents.react import ReActAgent
-    from agents.rollout import rollout
+    from gagpo.agents.react import ReActAgent
+    from gagpo.agents.rollout import rollout
 
     rank, world, device = setup_distributed()
     if cfg.parallel == "fsdp" and not torch.distributed.is_initialized():
@@ -558,7 +556,7 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
     policy = make_policy(model, tokenizer, cfg, temperature=cfg.temperature,
                          seed=cfg.seed + rank, top_p=cfg.top_p)
     # With vLLM the engine samples the rollouts; ``policy`` still tokenises demonstrations.
-    # It starts before any environment exists (vLLM's CPU build: see agents.policies.vllm).
+    # It starts before any environment exists (vLLM's CPU build: see gagpo.agents.policies.vllm).
     engine = make_vllm_engine(cfg, tokenizer, seed=cfg.seed + rank, amp=amp) \
         if cfg.generation == "vllm" else None
     train_tasks = split_tasks(cfg, cfg.train_split)

@@ -56,7 +56,7 @@ def subset(batch: dict, rows: list[int]) -> dict:
 def main(parallel: str, out: str) -> None:
     import copy
 
-    from agents.models import load_model
+    from gagpo.agents.models import load_model
 
     rank, world, _ = setup_distributed()
     model, tok = load_model("tiny")

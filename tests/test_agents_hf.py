@@ -11,17 +11,16 @@ from pathlib import Path
 import pytest
 import torch
 import torch.nn.functional as F
-
-from agents.models import (
+from gagpo.agents.models import (
     TAG_TOKENS,
     build_tiny_model,
     build_tiny_tokenizer,
     fingerprint,
     load_model,
 )
-from agents.policies import Policy, TransformersPolicy
-from agents.policies.base import Reply, Request
-from agents.react import ReActAgent
+from gagpo.agents.policies import Policy, TransformersPolicy
+from gagpo.agents.policies.base import Reply, Request
+from gagpo.agents.react import ReActAgent
 
 torch.set_num_threads(1)  # 2 threads are 10-25x slower for small models here (stack.md)
 
@@ -69,7 +68,7 @@ def test_tiny_build_is_deterministic(tiny):
     text = "<|im_start|>user\nsearch[red shoes] <think>hm</think><action>look</action><|im_end|>"
     assert tok(text)["input_ids"] == tok_a(text)["input_ids"]
     # Another process (its own hash seed, its own RNG) builds the very same thing.
-    code = ("from agents.models import build_tiny_model as m, build_tiny_tokenizer as t, "
+    code = ("from gagpo.agents.models import build_tiny_model as m, build_tiny_tokenizer as t, "
             "fingerprint; k = t(); print(fingerprint(m(k), k))")
     env = {**os.environ, "PYTHONHASHSEED": "12345", "OMP_NUM_THREADS": "1"}
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True,
@@ -244,9 +243,8 @@ def test_scoring_edge_cases(tiny):
 
 def test_scoring_agent_plays_webshop(tiny):
     """Every step of a scored episode is well-formed and admissible."""
+    import gagpo.envs  # noqa: F401
     import gymnasium as gym
-
-    import envs  # noqa: F401
 
     env = gym.make("WebShop-v0")
     agent = ReActAgent("WebShop-v0", max_prompt_tokens=2048, tokenizer=tiny[1])

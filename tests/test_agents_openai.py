@@ -7,11 +7,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 import torch
-
-from agents.models import load_model
-from agents.policies import OpenAICompatiblePolicy, Policy, TransformersPolicy
-from agents.policies.base import Request
-from agents.policies.openai_compat import ServerError
+from gagpo.agents.models import load_model
+from gagpo.agents.policies import OpenAICompatiblePolicy, Policy, TransformersPolicy
+from gagpo.agents.policies.base import Request
+from gagpo.agents.policies.openai_compat import ServerError
 
 torch.set_num_threads(1)
 

@@ -3,8 +3,7 @@
 import time
 
 import pytest
-
-from agents.parser import (
+from gagpo.agents.parser import (
     ParsedAction,
     fill_template,
     fills_template,
@@ -240,7 +239,7 @@ def test_fast_path_agrees_with_the_full_parser(monkeypatch):
     """The shortcut for plain well-formed replies gives exactly the full walk's answer."""
     import random
 
-    import agents.parser as parser
+    import gagpo.agents.parser as parser
 
     rng = random.Random(0)
     admissible = ["search[<query>]", "click[back to search]", "click[b09tk00k5u]",

@@ -2,17 +2,16 @@
 admissible actions; the length cap drops history, never the current observation; the agent
 and the scripted policies play WebShop-v0 through the parser."""
 
+import gagpo.envs  # noqa: F401  (registers the environments)
 import gymnasium as gym
 import numpy as np
 import pytest
-
-import envs  # noqa: F401  (registers the environments)
-from agents.memory import EpisodeMemory
-from agents.parser import parse_reply
-from agents.policies import ExpertPolicy, Policy, RandomPolicy
-from agents.policies.base import Request
-from agents.prompts import build_messages, build_prompt, resolve_env_name
-from agents.react import ReActAgent
+from gagpo.agents.memory import EpisodeMemory
+from gagpo.agents.parser import parse_reply
+from gagpo.agents.policies import ExpertPolicy, Policy, RandomPolicy
+from gagpo.agents.policies.base import Request
+from gagpo.agents.prompts import build_messages, build_prompt, resolve_env_name
+from gagpo.agents.react import ReActAgent
 
 SHOP_ACTIONS = ["click[back to search]", "click[next >]", "click[b0abc12345]"]
 HOUSE_ACTIONS = ["go to countertop 1", "open fridge 1", "inventory", "look"]

@@ -7,9 +7,8 @@ import importlib.util
 import pytest
 import torch
 import torch.nn.functional as F
-
-from agents.policies import TransformersPolicy
-from agents.policies.base import Request
+from gagpo.agents.policies import TransformersPolicy
+from gagpo.agents.policies.base import Request
 
 torch.set_num_threads(1)
 
@@ -21,7 +20,7 @@ pytestmark = [
 
 
 def test_smollm2_generates_with_matching_logprobs():
-    from agents.models import load_model
+    from gagpo.agents.models import load_model
 
     model, tok = load_model("smollm2-135m", device="cpu")
     assert tok.padding_side == "left"
@@ -49,7 +48,7 @@ def test_converted_folder_is_plain_safetensors():
     import json
     from pathlib import Path
 
-    from agents.models import model_folder
+    from gagpo.agents.models import model_folder
 
     folder = Path(model_folder("smollm2-135m"))
     config = json.loads((folder / "config.json").read_text())

@@ -19,12 +19,11 @@ from pathlib import Path
 import pytest
 import torch
 import torch.nn.functional as F
-
-from agents.models import load_model
-from agents.policies import Policy, TransformersPolicy, VLLMPolicy
-from agents.policies.base import Request
-from agents.policies.vllm import engine_available, sampling_kwargs
-from agents.prompts import chat_prompt_ids
+from gagpo.agents.models import load_model
+from gagpo.agents.policies import Policy, TransformersPolicy, VLLMPolicy
+from gagpo.agents.policies.base import Request
+from gagpo.agents.policies.vllm import engine_available, sampling_kwargs
+from gagpo.agents.prompts import chat_prompt_ids
 
 torch.set_num_threads(1)
 
@@ -104,7 +103,8 @@ def test_missing_vllm_is_a_clear_error(monkeypatch):
 
 
 def test_import_does_not_need_vllm():
-    code = ("import sys; import agents.policies as p; import agents.policies.vllm as m; "
+    code = ("import sys; import gagpo.agents.policies as p; "
+            "import gagpo.agents.policies.vllm as m; "
             "assert p.VLLMPolicy is m.VLLMPolicy; assert 'vllm' not in sys.modules")
     subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True, timeout=120,
                    env={**os.environ, "OMP_NUM_THREADS": "1"})
@@ -269,9 +269,10 @@ def test_gagpo_eval_with_a_vllm_policy(tmp_path):
 def test_an_engine_after_numba_starts_or_is_a_clear_error():
     """vLLM's CPU build (0.32) cannot start an engine once numba is imported: the policy then
     says what to do, instead of vLLM's AttributeError. Builds without that fault start."""
-    code = ("import envs, gymnasium as gym; gym.make('WebShop-v0').reset(options={'task': 0})\n"
+    code = ("import gagpo.envs, gymnasium as gym\n"
+            "gym.make('WebShop-v0').reset(options={'task': 0})\n"
             "import numba\n"
-            "from agents.policies import VLLMPolicy\n"
+            "from gagpo.agents.policies import VLLMPolicy\n"
             "try:\n"
             f"    VLLMPolicy({MODEL!r}, max_new_tokens=4, enforce_eager=True, max_model_len=2048)\n"
             "    print('started')\n"

@@ -7,8 +7,7 @@ from __future__ import annotations
 import random
 
 import pytest
-
-from envs.alfworld import available
+from gagpo.envs.alfworld import available
 
 pytestmark = pytest.mark.skipif(
     not available(), reason="alfworld/textworld not installed (pip install 'gagpo[alfworld]')"
@@ -17,8 +16,8 @@ pytestmark = pytest.mark.skipif(
 
 @pytest.fixture(scope="module")
 def games(tmp_path_factory):
-    from envs.alfworld.games import GameSource
-    from envs.alfworld.generator import generate_games
+    from gagpo.envs.alfworld.games import GameSource
+    from gagpo.envs.alfworld.generator import generate_games
 
     root = tmp_path_factory.mktemp("alfworld_engine")
     # A kitchen task and a room with a lamp: openable receptacles, appliances, toggling.
@@ -28,7 +27,7 @@ def games(tmp_path_factory):
 
 
 def _stock_transcript(path, commands):
-    from envs.alfworld import engine, speedups
+    from gagpo.envs.alfworld import engine, speedups
 
     with speedups.disabled():
         env = engine.start_stock(path)
@@ -42,8 +41,8 @@ def _stock_transcript(path, commands):
 
 
 def test_transcripts_equal_the_stock_engine(games):
-    from envs.alfworld import speedups
-    from envs.alfworld.env import AlfworldEnv
+    from gagpo.envs.alfworld import speedups
+    from gagpo.envs.alfworld.env import AlfworldEnv
 
     root, listed = games
     env = AlfworldEnv(data_dir=root, engine="reference")  # the speedups under test
@@ -85,8 +84,7 @@ def test_patches_come_off_exactly():
     import textworld.envs.pddl.logic as pddl_logic
     import textworld.envs.pddl.textgen as textgen
     import textworld.logic as tw_logic
-
-    from envs.alfworld import speedups
+    from gagpo.envs.alfworld import speedups
 
     speedups.disable()
     before = (

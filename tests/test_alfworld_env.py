@@ -11,8 +11,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-
-from envs.alfworld import available
+from gagpo.envs.alfworld import available
 
 pytestmark = pytest.mark.skipif(
     not available(), reason="alfworld/textworld not installed (pip install 'gagpo[alfworld]')"
@@ -30,7 +29,7 @@ TYPES = (
 
 @pytest.fixture(scope="module")
 def data_dir(tmp_path_factory) -> Path:
-    from envs.alfworld.generator import generate_games
+    from gagpo.envs.alfworld.generator import generate_games
 
     root = tmp_path_factory.mktemp("alfworld")
     generate_games(root, "train", 6, seed=11)  # one game of each task type
@@ -40,7 +39,7 @@ def data_dir(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def env(data_dir):
-    from envs.alfworld.env import AlfworldEnv
+    from gagpo.envs.alfworld.env import AlfworldEnv
 
     e = AlfworldEnv(data_dir=data_dir)
     yield e
@@ -60,7 +59,7 @@ RESET_TEXT = re.compile(
 
 
 def test_reset_text_has_the_original_shape(env):
-    from envs.base import check_info
+    from gagpo.envs.base import check_info
 
     for i in range(len(env.games())):
         obs, info = env.reset(options={"task": i})
@@ -177,10 +176,9 @@ def test_same_task_and_seed_give_the_same_start_and_key(env):
 
 
 def test_gymnasium_make_env_checker_and_step_limit(data_dir):
+    import gagpo.envs  # noqa: F401
     import gymnasium as gym
     from gymnasium.utils.env_checker import check_env
-
-    import envs  # noqa: F401
 
     e = gym.make("ALFWorld-v0", data_dir=str(data_dir), split="valid_unseen")
     check_env(e.unwrapped, skip_render_check=True)
@@ -196,8 +194,8 @@ def test_gymnasium_make_env_checker_and_step_limit(data_dir):
 
 
 def test_loader_reads_a_folder_in_the_official_layout(data_dir, tmp_path):
-    from envs.alfworld.env import AlfworldEnv
-    from envs.alfworld.games import GameSource
+    from gagpo.envs.alfworld.env import AlfworldEnv
+    from gagpo.envs.alfworld.games import GameSource
 
     src = GameSource(data_dir)
     games = src.games("train")
@@ -238,7 +236,7 @@ def test_loader_reads_a_folder_in_the_official_layout(data_dir, tmp_path):
 
 
 def test_generator_is_deterministic_and_uses_held_out_scenes():
-    from envs.alfworld.generator import knowledge, sample_game
+    from gagpo.envs.alfworld.generator import knowledge, sample_game
 
     a = sample_game("valid_unseen", 4, seed=3)
     b = sample_game("valid_unseen", 4, seed=3)
@@ -254,7 +252,7 @@ def test_generator_is_deterministic_and_uses_held_out_scenes():
 
 
 def test_default_set_is_generated_once_into_the_cache(tmp_path, monkeypatch):
-    from envs.alfworld.games import GameSource, default_generated_dir, open_source
+    from gagpo.envs.alfworld.games import GameSource, default_generated_dir, open_source
 
     monkeypatch.setenv("GAGPO_CACHE", str(tmp_path))
     monkeypatch.delenv("ALFWORLD_DATA", raising=False)
@@ -289,7 +287,7 @@ def _expert_plan(env, i: int) -> list[str]:
 
 def _assert_after_end(step, before, terminated, truncated):
     """A step after the episode's end: nothing changes, nothing is paid, reset() is named."""
-    from envs.base import check_info
+    from gagpo.envs.base import check_info
 
     obs, reward, term, trunc, info = step
     check_info(info)
@@ -314,7 +312,7 @@ def test_steps_after_a_win_change_nothing_and_pay_nothing(env):
 
 
 def test_a_truncated_episode_cannot_win(env, data_dir):
-    from envs.alfworld.env import AlfworldEnv
+    from gagpo.envs.alfworld.env import AlfworldEnv
 
     i = _index_of(env, "pick_and_place_simple")
     plan = _expert_plan(env, i)
@@ -356,8 +354,7 @@ def test_bad_reset_arguments_are_clear_errors(env, options, error, match):
 
 def test_reset_accepts_indices_numpy_integers_and_task_ids(env, data_dir):
     import numpy as np
-
-    from envs.alfworld.env import AlfworldEnv
+    from gagpo.envs.alfworld.env import AlfworldEnv
 
     _, info = env.reset(options={"task": 1})
     for task in [np.int64(1), np.int32(1), info["task_id"]]:
@@ -371,7 +368,7 @@ def test_reset_accepts_indices_numpy_integers_and_task_ids(env, data_dir):
 
 
 def test_step_before_reset_and_after_close_are_clear_errors(data_dir):
-    from envs.alfworld.env import AlfworldEnv
+    from gagpo.envs.alfworld.env import AlfworldEnv
 
     e = AlfworldEnv(data_dir=data_dir)
     with pytest.raises(RuntimeError, match=r"call reset\(\) before step\(\)"):
@@ -411,7 +408,7 @@ def test_equal_state_keys_exactly_when_the_engine_states_are_equal(env, data_dir
     when the engine's whole states are equal, and equal keys mean the same commands and the
     same ``won``. The walks clean, heat, cool, toggle and open: states one fact apart, which
     a key missing that predicate would merge."""
-    from envs.alfworld.env import AlfworldEnv
+    from gagpo.envs.alfworld.env import AlfworldEnv
 
     copies = [env, AlfworldEnv(data_dir=data_dir)]
     i = _index_of(env, task_type)

@@ -23,8 +23,8 @@ import pytest
 pytest.importorskip("textworld")
 pytest.importorskip("alfworld")
 
-from envs.alfworld.generator import TASK_TYPES  # noqa: E402
-from envs.alfworld.native import (  # noqa: E402
+from gagpo.envs.alfworld.generator import TASK_TYPES  # noqa: E402
+from gagpo.envs.alfworld.native import (  # noqa: E402
     GameFileError,
     NativeEnv,
     csg,  # noqa: E402
@@ -36,7 +36,7 @@ from envs.alfworld.native import (  # noqa: E402
 def data_dir(tmp_path_factory) -> Path:
     """One game of each task type in train (seed 5: its kitchens hold knives and things to
     slice) and two in valid_unseen."""
-    from envs.alfworld.generator import generate_games
+    from gagpo.envs.alfworld.generator import generate_games
 
     root = tmp_path_factory.mktemp("alfworld_native")
     generate_games(root, "train", 6, seed=5)
@@ -81,8 +81,9 @@ def test_diff_with_rewritten_grammars(data_dir: Path) -> None:
 def test_diff_reports_a_mismatch(data_dir: Path, tmp_path: Path, monkeypatch) -> None:
     """The harness sees a difference (here a native engine that answers one command wrongly)
     and exits with 1."""
+    from gagpo.envs.alfworld.native import play
+
     from benchmarks import alfworld_diff
-    from envs.alfworld.native import play
 
     real = play.NativeEnv.step
 
@@ -184,9 +185,8 @@ def test_queries_parse_as_the_reference_parses_them() -> None:
 
 def test_names_are_alfworlds() -> None:
     from alfworld.agents.utils.misc import Demangler
+    from gagpo.envs.alfworld.native.names import demangle
     from textworld.generator.game import EntityInfo
-
-    from envs.alfworld.native.names import demangle
 
     rng = random.Random(2)
     classes = ["apple", "cabinet", "sink", "loc", "knife", "butterknife", "bathtub"]
@@ -206,9 +206,8 @@ def test_names_are_alfworlds() -> None:
 
 
 def test_env_native_equals_reference_under_the_expert(data_dir: Path) -> None:
+    import gagpo.envs  # noqa: F401  (registers ALFWorld-v0)
     import gymnasium
-
-    import envs  # noqa: F401  (registers ALFWorld-v0)
 
     ref = gymnasium.make("ALFWorld-v0", data_dir=str(data_dir), split="train", engine="reference")
     nat = gymnasium.make("ALFWorld-v0", data_dir=str(data_dir), split="train", engine="native")
@@ -232,7 +231,7 @@ def test_env_native_equals_reference_under_the_expert(data_dir: Path) -> None:
 
 def test_env_default_engine_is_native(data_dir: Path) -> None:
     """The default became the native engine once the full differential run was clean."""
-    from envs.alfworld.env import AlfworldEnv
+    from gagpo.envs.alfworld.env import AlfworldEnv
 
     env = AlfworldEnv(data_dir=str(data_dir))
     env.reset(options={"task": 0})
@@ -240,7 +239,7 @@ def test_env_default_engine_is_native(data_dir: Path) -> None:
 
 
 def test_env_rejects_an_unknown_engine(data_dir: Path) -> None:
-    from envs.alfworld.env import AlfworldEnv
+    from gagpo.envs.alfworld.env import AlfworldEnv
 
     with pytest.raises(ValueError, match="engine must be one of"):
         AlfworldEnv(data_dir=str(data_dir), engine="fast")
@@ -308,7 +307,7 @@ def test_env_plays_an_unreadable_game_on_the_reference_with_a_warning(
     reference's from start to end."""
     import shutil
 
-    from envs.alfworld.env import AlfworldEnv
+    from gagpo.envs.alfworld.env import AlfworldEnv
 
     root = tmp_path / "data" / "json_2.1.1" / "train"
     trial = root / one_game.parent.parent.name / one_game.parent.name
@@ -359,7 +358,7 @@ class Block:
 
 sys.meta_path.insert(0, Block())
 import gymnasium
-import envs  # noqa: F401
+import gagpo.envs  # noqa: F401
 
 env = gymnasium.make("ALFWorld-v0", data_dir=sys.argv[1], split="train",
                      request_infos=["expert_action"])
@@ -398,7 +397,7 @@ def test_native_play_imports_no_reference_package(data_dir: Path, tmp_path: Path
 def test_generator_checks_plans_on_the_native_engine(monkeypatch) -> None:
     """solve() starts the reference engine only to plan (on the task's part of the scene);
     the plan's replay in the full game runs on the native engine and wins there."""
-    from envs.alfworld import engine, generator
+    from gagpo.envs.alfworld import engine, generator
 
     started: list[str] = []
     real_start = engine.start

@@ -12,11 +12,10 @@ from urllib.parse import quote
 
 import pytest
 import requests
-
-from servers.webshop import open_shop
-from servers.webshop.app import MAX_CONTENT_LENGTH, create_app
-from servers.webshop.observe import describe
-from servers.webshop.tokens import BadToken, decode_state, encode_state
+from gagpo.servers.webshop import open_shop
+from gagpo.servers.webshop.app import MAX_CONTENT_LENGTH, create_app
+from gagpo.servers.webshop.observe import describe
+from gagpo.servers.webshop.tokens import BadToken, decode_state, encode_state
 
 try:
     from conftest_shop import serve_in_thread
@@ -147,7 +146,7 @@ def test_episode_equals_in_process_transcript(client, shop, mode):
 
 def test_api_equals_the_gym_environment(client, shop):
     """The in-process WebShop-v0 environment and the API give the same transcript."""
-    from envs.webshop.env import WebShopEnv
+    from gagpo.envs.webshop.env import WebShopEnv
 
     env = WebShopEnv(num_products=200)
     g = 7
@@ -177,9 +176,8 @@ def test_token_round_trip(shop):
 def test_signed_but_malformed_payloads_are_bad_tokens():
     """Even with the secret (as if it leaked), a token cannot smuggle in a zip bomb or a
     payload of the wrong shape (tests/test_tokens.py: nor a state the shop never makes)."""
+    from gagpo.servers.webshop.tokens import SALT
     from itsdangerous import URLSafeSerializer
-
-    from servers.webshop.tokens import SALT
 
     signer = URLSafeSerializer(SECRET, salt=SALT)
     bomb = signer.dumps([1, 0, 0, ["a" * 20_000_000], 1, "", [], "", [], None])
@@ -261,7 +259,7 @@ def test_tampered_token_is_404(client, shop):
 
 def test_token_for_another_shop_is_404(client, shop):
     # Signed with our secret but holding a goal this shop does not have.
-    from servers.webshop.shop import State
+    from gagpo.servers.webshop.shop import State
 
     token = encode_state(State(goal=len(shop.goals) + 5), SECRET)
     assert post(client, "sessions/observe", {"session": token})[0] == 404
@@ -398,7 +396,7 @@ def test_search_form_redirects_to_results(client):
 
 @pytest.mark.parametrize("query", ["\0", "\x1b\x07", " \u200b ", "\t\n"])
 def test_a_search_with_no_visible_character_is_refused_on_pages_as_in_the_envs(client, query):
-    """The pages follow the envs' rule (servers.webshop.shop.query_problem): NUL, control
+    """The pages follow the envs' rule (gagpo.servers.webshop.shop.query_problem): NUL, control
     characters and zero-width spaces alone are not a search, by form or by URL."""
     r = client.post("/fixed_0", data={"search_query": query})
     assert r.status_code == 400 and b"Empty search" in r.data
@@ -511,7 +509,7 @@ def test_traversal_on_a_real_server(app):
 
 
 def test_serve_command_runs_waitress(tmp_path):
-    """``python -m servers.webshop.serve`` serves pages and the API on the given port."""
+    """``python -m gagpo.servers.webshop.serve`` serves pages and the API on the given port."""
     import socket
     import subprocess
     import sys
@@ -520,7 +518,7 @@ def test_serve_command_runs_waitress(tmp_path):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    cmd = [sys.executable, "-m", "servers.webshop.serve", "--port", str(port),
+    cmd = [sys.executable, "-m", "gagpo.servers.webshop.serve", "--port", str(port),
            "--num-products", "200", "--threads", "2"]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
@@ -545,7 +543,7 @@ def test_serve_command_runs_waitress(tmp_path):
 
 
 def test_serve_main_rejects_bad_arguments():
-    from servers.webshop.serve import main
+    from gagpo.servers.webshop.serve import main
 
     assert main(["--port", "70000"]) == 2
     assert main(["--threads", "0"]) == 2

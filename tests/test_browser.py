@@ -13,9 +13,8 @@ import shutil
 from pathlib import Path
 
 import pytest
-
-from servers.webshop import open_shop
-from servers.webshop.app import create_app
+from gagpo.servers.webshop import open_shop
+from gagpo.servers.webshop.app import create_app
 
 try:
     from conftest_shop import serve_in_thread
@@ -184,7 +183,7 @@ def test_original_browser_env_flow(driver, base_url):
     html_obj = BeautifulSoup(driver.page_source, "html.parser")
     r = html_obj.find(id="reward")
     reward = float(r.find_all("pre")[0].string) if r is not None else 0.0
-    from servers.webshop.reward import compute_reward
+    from gagpo.servers.webshop.reward import compute_reward
 
     assert reward == compute_reward(product, goal, chosen).reward
     assert driver.find_element(By.CSS_SELECTOR, "#reward pre").text == f"{reward}"

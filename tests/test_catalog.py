@@ -6,9 +6,8 @@ import json
 import random
 
 import pytest
-
-from servers.webshop.catalog import load_catalog, parse_pricing
-from servers.webshop.goals import NO_PRICE_LIMIT, build_goals, split_range
+from gagpo.servers.webshop.catalog import load_catalog, parse_pricing
+from gagpo.servers.webshop.goals import NO_PRICE_LIMIT, build_goals, split_range
 
 RECORDS = [
     {

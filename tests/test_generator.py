@@ -9,11 +9,10 @@ from collections import Counter, defaultdict
 from pathlib import Path
 
 import pytest
-
-from servers.webshop import generator, vocab
-from servers.webshop.catalog import load_catalog, parse_pricing
-from servers.webshop.generator import GeneratorConfig, generate, write_catalog
-from servers.webshop.goals import build_goals
+from gagpo.servers.webshop import generator, vocab
+from gagpo.servers.webshop.catalog import load_catalog, parse_pricing
+from gagpo.servers.webshop.generator import GeneratorConfig, generate, write_catalog
+from gagpo.servers.webshop.goals import build_goals
 
 N = 1000
 PRICE_RE = re.compile(r"^\$\d+\.\d\d( - \$\d+\.\d\d)?$")
@@ -268,7 +267,7 @@ def test_goal_products_have_look_alikes(catalog, human_goals) -> None:
 
 
 def test_search_often_misses_the_goal(catalog, human_goals, tmp_path: Path) -> None:
-    from servers.webshop.search import SearchEngine
+    from gagpo.servers.webshop.search import SearchEngine
 
     engine = SearchEngine(catalog, index_dir=tmp_path / "index")
     test_goals = human_goals[:500]

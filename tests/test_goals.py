@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from servers.webshop.goals import PRICE_STEPS
+from gagpo.servers.webshop.goals import PRICE_STEPS
 
 try:
     from conftest_shop import write_tricky_catalog
@@ -21,8 +21,8 @@ ROOT = Path(__file__).resolve().parent.parent
 # Runs in a fresh interpreter: builds the store and both goal lists from the catalog files.
 BUILD = """
 import dataclasses, json, sys
-from servers.webshop.catalog import load_catalog
-from servers.webshop.goals import build_goals
+from gagpo.servers.webshop.catalog import load_catalog
+from gagpo.servers.webshop.goals import build_goals
 cat = load_catalog(sys.argv[1])
 out = {"prices": [p.price for p in cat.products]}
 for kind in ("human", "synthetic"):

@@ -14,12 +14,11 @@ from urllib.parse import unquote
 
 import pytest
 from bs4 import BeautifulSoup
-
-from servers.webshop import open_shop
-from servers.webshop.app import create_app
-from servers.webshop.html import render_html
-from servers.webshop.pages import render_text, render_text_rich
-from servers.webshop.shop import Shop, State
+from gagpo.servers.webshop import open_shop
+from gagpo.servers.webshop.app import create_app
+from gagpo.servers.webshop.html import render_html
+from gagpo.servers.webshop.pages import render_text, render_text_rich
+from gagpo.servers.webshop.shop import Shop, State
 
 try:
     from conftest_shop import (

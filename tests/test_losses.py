@@ -102,7 +102,7 @@ def test_entropy_bonus_and_aggregations():
 
 
 def test_reply_logprobs_match_one_unpadded_forward_each():
-    from agents.models import load_model
+    from gagpo.agents.models import load_model
 
     model, tok = load_model("tiny")
     prompts = [[5, 6, 7, 8, 9, 10], [11, 12], [20, 21, 22, 23]]

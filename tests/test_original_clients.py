@@ -24,11 +24,10 @@ from urllib.parse import quote
 import pytest
 from bs4 import BeautifulSoup
 from bs4.element import Comment
-
-from servers.webshop import open_shop
-from servers.webshop.app import create_app
-from servers.webshop.reward import compute_reward
-from servers.webshop.shop import Shop
+from gagpo.servers.webshop import open_shop
+from gagpo.servers.webshop.app import create_app
+from gagpo.servers.webshop.reward import compute_reward
+from gagpo.servers.webshop.shop import Shop
 
 try:
     from conftest_shop import write_tricky_catalog

@@ -16,7 +16,7 @@ import json
 import gymnasium as gym
 ids = ("WebShop-v0", "ALFWorld-v0")
 before = [i in gym.registry for i in ids]
-import envs
+import gagpo.envs
 from gymnasium.envs.registration import load_env_creator
 out = {"before": before}
 for i in ids:
@@ -33,6 +33,7 @@ def test_importing_envs_registers_both_ids():
                          text=True, timeout=120, check=True)
     got = json.loads(out.stdout.strip().splitlines()[-1])
     assert got["before"] == [False, False]  # registered by the import, not by gymnasium
-    assert got["WebShop-v0"] == ["envs.webshop.env:WebShopEnv", 15, "envs.webshop.env.WebShopEnv"]
+    assert got["WebShop-v0"] == [
+        "gagpo.envs.webshop.env:WebShopEnv", 15, "gagpo.envs.webshop.env.WebShopEnv"]
     assert got["ALFWorld-v0"] == [
-        "envs.alfworld.env:AlfworldEnv", 50, "envs.alfworld.env.AlfworldEnv"]
+        "gagpo.envs.alfworld.env:AlfworldEnv", 50, "gagpo.envs.alfworld.env.AlfworldEnv"]

@@ -9,11 +9,10 @@ from __future__ import annotations
 import json
 
 import pytest
-
-from servers.webshop import nouns
-from servers.webshop.catalog import Product
-from servers.webshop.goals import Goal
-from servers.webshop.reward import (
+from gagpo.servers.webshop import nouns
+from gagpo.servers.webshop.catalog import Product
+from gagpo.servers.webshop.goals import Goal
+from gagpo.servers.webshop.reward import (
     RewardParts,
     compute_reward,
     fuzz_process,

@@ -7,11 +7,10 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
-
-from agents.policies.scripted import ExpertPolicy, RandomPolicy
-from agents.react import ReActAgent
-from agents.rollout import rollout
-from envs.vector import GroupVectorEnv
+from gagpo.agents.policies.scripted import ExpertPolicy, RandomPolicy
+from gagpo.agents.react import ReActAgent
+from gagpo.agents.rollout import rollout
+from gagpo.envs.vector import GroupVectorEnv
 
 torch.set_num_threads(1)
 EXPERT = {"request_infos": ["expert_action"]}
@@ -43,8 +42,8 @@ def test_prompts_carry_history_and_actions():
 
 
 def test_tiny_model_rollout_logprobs_equal_a_forward_pass():
-    from agents.models import load_model
-    from agents.policies.hf import TransformersPolicy
+    from gagpo.agents.models import load_model
+    from gagpo.agents.policies.hf import TransformersPolicy
 
     model, tok = load_model("tiny")
     policy = TransformersPolicy(model, tok, temperature=1.0, max_new_tokens=12, seed=0)

@@ -4,9 +4,8 @@ import math
 from collections import Counter
 
 import pytest
-
-from servers.webshop.catalog import Catalog, Product
-from servers.webshop.search import K1, B, SearchEngine, analyze
+from gagpo.servers.webshop.catalog import Catalog, Product
+from gagpo.servers.webshop.search import K1, B, SearchEngine, analyze
 
 WORDS = ("shoe running red blue coffee dark roast mug ceramic sofa leather chair desk lamp "
          "cable charger wireless headphones case phone").split()

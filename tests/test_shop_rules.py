@@ -6,14 +6,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import gagpo.envs  # noqa: F401  (registers WebShop-v0)
 import gymnasium as gym
 import pytest
-
-import envs  # noqa: F401  (registers WebShop-v0)
-from servers.webshop.catalog import load_catalog
-from servers.webshop.goals import build_goals
-from servers.webshop.search import SearchEngine
-from servers.webshop.shop import Shop
+from gagpo.servers.webshop.catalog import load_catalog
+from gagpo.servers.webshop.goals import build_goals
+from gagpo.servers.webshop.search import SearchEngine
+from gagpo.servers.webshop.shop import Shop
 
 ASIN = "B0SHARED01"
 # "White" is a value of three groups; "Black" and "Gum" of one each.

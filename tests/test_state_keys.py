@@ -18,8 +18,8 @@ ROOT = Path(__file__).resolve().parent.parent
 _WALK = """
 import json, sys
 import gymnasium as gym
-import envs  # noqa: F401
-from envs.base import make_state_key
+import gagpo.envs  # noqa: F401
+from gagpo.envs.base import make_state_key
 
 keys = [make_state_key("x", 1, ("a", frozenset({"b"})), None)]
 env = gym.make("WebShop-v0", request_infos=("expert_action",))
@@ -32,7 +32,7 @@ for _ in range(4):
         break
 env.close()
 if len(sys.argv) > 1:
-    from envs.alfworld import available
+    from gagpo.envs.alfworld import available
     if available():
         env = gym.make("ALFWorld-v0")
         obs, info = env.reset(seed=0, options={"task": 0})
@@ -56,7 +56,7 @@ def _keys_in_a_fresh_process(hash_seed: str, alfworld: bool) -> list[str]:
 @pytest.mark.parametrize("alfworld", [False, True], ids=["webshop", "alfworld"])
 def test_state_keys_are_the_same_in_every_process(alfworld):
     if alfworld:
-        from envs.alfworld import available
+        from gagpo.envs.alfworld import available
 
         if not available():
             pytest.skip("ALFWorld's engine is not installed")
@@ -73,12 +73,12 @@ def test_both_alfworld_engines_give_the_same_keys(tmp_path):
     walk goes through several different states, some of them twice."""
     import random
 
-    from envs.alfworld import available
+    from gagpo.envs.alfworld import available
 
     if not available():
         pytest.skip("ALFWorld's engine is not installed")
-    from envs.alfworld.env import AlfworldEnv
-    from envs.alfworld.generator import generate_games
+    from gagpo.envs.alfworld.env import AlfworldEnv
+    from gagpo.envs.alfworld.generator import generate_games
 
     generate_games(tmp_path, "train", 2, seed=5)
     envs = [AlfworldEnv(data_dir=tmp_path, engine=e) for e in ("reference", "native")]

@@ -8,11 +8,9 @@ import math
 import os
 
 import pytest
-from itsdangerous import URLSafeSerializer
-
-from servers.webshop import open_shop
-from servers.webshop.shop import MAX_QUERY_CHARS, State
-from servers.webshop.tokens import (
+from gagpo.servers.webshop import open_shop
+from gagpo.servers.webshop.shop import MAX_QUERY_CHARS, State
+from gagpo.servers.webshop.tokens import (
     MAX_PAGE_NUM,
     MAX_VISITED,
     SALT,
@@ -23,6 +21,7 @@ from servers.webshop.tokens import (
     default_secret,
     encode_state,
 )
+from itsdangerous import URLSafeSerializer
 
 KEY = "a-test-secret-for-token-reasons"
 MAX_KEYWORDS_CHARS = 2 * MAX_QUERY_CHARS
@@ -182,7 +181,7 @@ def test_a_key_file_needs_32_characters(tmp_path, monkeypatch):
 
 
 def test_token_level_reasons():
-    from servers.webshop.tokens import MAX_TOKEN_CHARS
+    from gagpo.servers.webshop.tokens import MAX_TOKEN_CHARS
 
     for token in (None, 5, ""):
         assert reason(token) == "the session token must be a non-empty string"

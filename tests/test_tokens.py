@@ -26,13 +26,11 @@ import tracemalloc
 from pathlib import Path
 
 import pytest
-from itsdangerous import URLSafeSerializer
-
-from servers.lru import BoundedLRU, bounded_cache, deep_size
-from servers.webshop import open_shop
-from servers.webshop.app import create_app
-from servers.webshop.shop import MAX_QUERY_CHARS, Shop, State
-from servers.webshop.tokens import (
+from gagpo.servers.lru import BoundedLRU, bounded_cache, deep_size
+from gagpo.servers.webshop import open_shop
+from gagpo.servers.webshop.app import create_app
+from gagpo.servers.webshop.shop import MAX_QUERY_CHARS, Shop, State
+from gagpo.servers.webshop.tokens import (
     MAX_VISITED,
     SALT,
     SECRET_ENV,
@@ -42,6 +40,7 @@ from servers.webshop.tokens import (
     default_secret,
     encode_state,
 )
+from itsdangerous import URLSafeSerializer
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -123,7 +122,7 @@ def test_concurrent_first_starts_make_one_key(tmp_path):
         import secrets, sys, time
         from pathlib import Path
         sys.path.insert(0, {str(ROOT)!r})
-        from servers.cache import private_file_once
+        from gagpo.servers.cache import private_file_once
         start = float(sys.argv[1])
         time.sleep(max(0.0, start - time.time()))
         data = private_file_once(Path({str(folder)!r}) / "key", lambda: secrets.token_bytes(32))
@@ -138,7 +137,7 @@ def test_concurrent_first_starts_make_one_key(tmp_path):
     assert stat.S_IMODE((folder / "key").stat().st_mode) == 0o600
     assert [p.name for p in folder.iterdir()] == ["key"]  # no temporary files left
 
-    from servers.cache import private_file_once
+    from gagpo.servers.cache import private_file_once
 
     for round_ in range(20):
         path = tmp_path / f"threads{round_}" / "key"
@@ -316,7 +315,7 @@ def test_states_the_shop_never_makes_are_refused_even_with_the_real_key(shop, re
 def test_every_state_of_real_episodes_passes(shop):
     """The checks refuse nothing the shop makes: an expert episode per goal, every option,
     every sub-page, a long (1000-character, upper-case) query, Next > many times."""
-    from servers.webshop.expert import expert_action
+    from gagpo.servers.webshop.expert import expert_action
 
     for g in range(0, min(len(shop.goals), 60), 3):
         state = shop.initial_state(g)
@@ -430,7 +429,7 @@ def test_bounded_cache_decorator_and_deep_size():
 def test_stemmer_cache_stays_within_its_bytes_under_unique_long_words():
     """Unique long search words (the client's to choose) once grew the process by 680 MB:
     the stemmer's memo is bounded by bytes, and what it retains is measured."""
-    from servers.webshop import search
+    from gagpo.servers.webshop import search
 
     search._stem.cache.clear()
     bound = search.STEM_CACHE_BYTES
@@ -452,7 +451,7 @@ def test_page_and_search_caches_stay_within_their_bytes(shop):
     """Many unique states with the longest legal keywords: the page memo keeps its byte bound
     (the estimate counted is no smaller than what is really retained), and so does the
     search memo."""
-    from servers.webshop.search import SEARCH_CACHE_BYTES, SearchEngine
+    from gagpo.servers.webshop.search import SEARCH_CACHE_BYTES, SearchEngine
 
     assert shop._pages.max_bytes == shop.page_cache_bytes
     assert shop.search_engine._cache.max_bytes == SEARCH_CACHE_BYTES
@@ -477,7 +476,7 @@ def test_page_and_search_caches_stay_within_their_bytes(shop):
 def test_product_record_cache_stays_within_its_bytes(shop):
     """Which products get decoded is the client's choice (any ASIN in a URL): the record
     cache keeps its byte bound whatever is opened."""
-    from servers.webshop.store import ProductStore
+    from gagpo.servers.webshop.store import ProductStore
 
     store = shop.catalog.products
     assert isinstance(store, ProductStore)
@@ -497,7 +496,7 @@ def test_reward_memos_stay_within_their_bytes(shop, real_client):
     1 MB each, so that a few MB of keys show it)."""
     from urllib.parse import quote
 
-    from servers.webshop import reward
+    from gagpo.servers.webshop import reward
 
     goal = shop.goals[0]
     r = real_client.get(f"/done/fixed_0/{goal.asin}/{quote(repr({'color': 'q' * 7000}))}")

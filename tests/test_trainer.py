@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 import torch
+from gagpo.agents.models import TinySpec, tiny_model_folder
+from gagpo.agents.policies.vllm import engine_available
 
-from agents.models import TinySpec, tiny_model_folder
-from agents.policies.vllm import engine_available
 from gagpo.losses import reply_logprobs
 from gagpo.train_config import TrainConfig
 from gagpo.trainer import micro_batches, step_rewards, train, update
@@ -29,7 +29,7 @@ def _tiny_cfg(out: Path, **kw) -> TrainConfig:
 
 
 def test_one_update_raises_positive_and_lowers_negative_actions():
-    from agents.models import load_model
+    from gagpo.agents.models import load_model
 
     model, tok = load_model("tiny")
     prompts = [[5, 6, 7, 8, 9], [11, 12, 13], [20, 21, 22, 23], [30, 31]]
@@ -87,7 +87,7 @@ def test_resume_gives_the_same_parameters_as_an_uninterrupted_run(tmp_path):
     assert a.keys() == b.keys()
     assert all(torch.equal(a[k], b[k]) for k in a)
     # ... and it did train: the parameters moved away from the initial model.
-    from agents.models import load_model
+    from gagpo.agents.models import load_model
 
     init = dict(load_model("tiny")[0].named_parameters())
     assert any(not torch.equal(init[k].detach(), a[k]) for k in a)
@@ -111,11 +111,10 @@ def test_score_mode_with_warm_start_and_evaluation(tmp_path):
 
 
 def test_rule_teacher_plays_the_rule_baseline_and_picks_named_options():
+    import gagpo.envs  # noqa: F401
     import gymnasium as gym
-
-    import envs  # noqa: F401
-    from agents.policies.scripted import RuleBaselinePolicy
-    from agents.react import ReActAgent
+    from gagpo.agents.policies.scripted import RuleBaselinePolicy
+    from gagpo.agents.react import ReActAgent
 
     env = gym.make("WebShop-v0", split="train", max_episode_steps=8, observation_mode="text_rich")
     agent = ReActAgent("WebShop-v0", history_length=0, max_steps=8)
@@ -252,7 +251,7 @@ def test_torchrun_fsdp_trains_saves_and_resumes_to_the_same_parameters(tmp_path)
     a, b = _params(whole), _params(split)
     assert a.keys() == b.keys() and len(a) > 0
     assert all(torch.equal(a[k], b[k]) for k in a)
-    from agents.models import load_model
+    from gagpo.agents.models import load_model
 
     init = dict(load_model("tiny")[0].named_parameters())
     assert any(not torch.equal(init[k].detach(), a[k]) for k in a)  # it did train
@@ -280,8 +279,7 @@ def test_two_ranks_update_like_one_process_on_the_whole_batch(tmp_path, parallel
     import copy
 
     from distributed_update import config, fixed_batch, optimizer, with_old_logprobs
-
-    from agents.models import load_model
+    from gagpo.agents.models import load_model
 
     model, tok = load_model("tiny")
     ref = copy.deepcopy(model).eval().requires_grad_(False)
@@ -327,9 +325,9 @@ def test_torchrun_fsdp_with_lora_score_mode_and_warm_start(tmp_path):
 def test_merged_weights_give_an_engine_the_lora_models_outputs():
     """What --generation vllm pushes into the engine before each rollout: the LoRA adapters
     merged into transformers-named weights; the trained model is left as it was."""
+    from gagpo.agents.models import load_model
     from peft import LoraConfig, get_peft_model
 
-    from agents.models import load_model
     from gagpo.trainer import merged_weights
 
     model = get_peft_model(load_model("tiny")[0], LoraConfig(
@@ -417,7 +415,7 @@ def test_resume_from_an_earlier_checkpoint_logs_each_iteration_once(tmp_path, mo
     """--save-every 3, the run stopped during iteration 6 (after logging 5): resuming from
     the checkpoint at 3 cuts iterations 4 and 5 from metrics.jsonl, TensorBoard and the step
     tables before going on, so each iteration shows once, with the resumed run's values."""
-    from gagpo.train_config import MetricLogger
+    from gagpo.run_folder import MetricLogger
 
     real_log = MetricLogger.log
 
@@ -462,7 +460,7 @@ def test_resume_from_an_earlier_checkpoint_logs_each_iteration_once(tmp_path, mo
 def test_checkpoints_are_fsynced_before_the_rename_and_the_folder_after(tmp_path, monkeypatch):
     """A power loss cannot be simulated: record the order of the calls that make a checkpoint
     durable. The file's data reach the disk before the rename can; the folder's entry after."""
-    from gagpo.train_config import save_checkpoint
+    from gagpo.run_folder import save_checkpoint
 
     calls = []
     real_fsync, real_replace = os.fsync, os.replace
@@ -486,7 +484,7 @@ def test_checkpoints_are_fsynced_before_the_rename_and_the_folder_after(tmp_path
 
 
 def test_a_failed_write_leaves_the_previous_file_whole(tmp_path):
-    from gagpo.train_config import atomic_write, save_checkpoint
+    from gagpo.run_folder import atomic_write, save_checkpoint
 
     path = tmp_path / "checkpoint.pt"
     save_checkpoint(path, iteration=1)
@@ -586,7 +584,7 @@ def test_gagpo_aggregates_per_action_by_default_and_the_demo_keeps_token_mean():
 def test_the_update_uses_the_resolved_aggregation():
     """GAGPO's default update equals an explicit seq-mean one and differs from token-mean's
     (replies of different lengths weigh differently)."""
-    from agents.models import load_model
+    from gagpo.agents.models import load_model
 
     _, tok = load_model("tiny")
     prompts = [[5, 6, 7], [11, 12, 13, 14]]

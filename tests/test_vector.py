@@ -10,13 +10,12 @@ import signal
 import sys
 from collections.abc import Callable, Iterator
 
+import gagpo.envs  # noqa: F401  (registers WebShop-v0)
 import gymnasium as gym
 import numpy as np
 import psutil
 import pytest
-
-import envs  # noqa: F401  (registers WebShop-v0)
-from envs.vector import GroupVectorEnv
+from gagpo.envs.vector import GroupVectorEnv
 
 EXPERT = {"request_infos": ["expert_action"]}
 BAD = "click[no such button]"  # rejected by the shop: feedback, reward 0, same state

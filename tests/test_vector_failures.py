@@ -9,11 +9,10 @@ import sys
 import threading
 import time
 
+import gagpo.envs  # noqa: F401
 import gymnasium as gym
 import pytest
-
-import envs  # noqa: F401
-from envs.vector import GroupVectorEnv
+from gagpo.envs.vector import GroupVectorEnv
 
 try:  # the env that raises on "boom", shared with the vector env's own tests
     from test_vector import _FragileEnv

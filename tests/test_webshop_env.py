@@ -1,17 +1,16 @@
 """WebShop-v0 keeps the env contract, the original's transitions and a trustworthy state key;
 the expert solves it and simple baselines do not."""
 
+import gagpo.envs  # noqa: F401
 import gymnasium as gym
 import numpy as np
 import pytest
+from gagpo.agents.parser import parse_reply
+from gagpo.agents.policies.base import Request
+from gagpo.agents.policies.scripted import RandomPolicy
+from gagpo.envs.base import check_info
+from gagpo.envs.webshop.expert import expert_action, rule_baseline_action
 from gymnasium.utils.env_checker import check_env
-
-import envs  # noqa: F401
-from agents.parser import parse_reply
-from agents.policies.base import Request
-from agents.policies.scripted import RandomPolicy
-from envs.base import check_info
-from envs.webshop.expert import expert_action, rule_baseline_action
 
 
 def run_episodes(env, policy, goals) -> np.ndarray:
@@ -212,9 +211,8 @@ def test_remote_and_in_process_transcripts_are_identical(mode):
     """The same actions give the same observations, rewards, flags and infos whether the shop
     runs in-process or behind `gagpo serve webshop` on a loopback port."""
     from conftest_shop import serve_in_thread
-
-    from servers.webshop import open_shop
-    from servers.webshop.app import create_app
+    from gagpo.servers.webshop import open_shop
+    from gagpo.servers.webshop.app import create_app
 
     local = gym.make("WebShop-v0", observation_mode=mode, request_infos=["expert_action"])
     shop = local.unwrapped._backend.shop
@@ -269,8 +267,7 @@ def test_expert_action_info_on_request():
 def shop_url(env):
     """A served shop (the in-process env's own shop) on a loopback port."""
     from conftest_shop import serve_in_thread
-
-    from servers.webshop.app import create_app
+    from gagpo.servers.webshop.app import create_app
 
     shop = env.unwrapped._backend.shop
     with serve_in_thread(create_app(shop, secret="test-secret")) as url:
@@ -337,7 +334,7 @@ def test_a_truncated_episode_cannot_buy(make_env, env):
 
 
 def test_max_steps_truncates_an_env_built_directly():
-    from envs.webshop.env import WebShopEnv
+    from gagpo.envs.webshop.env import WebShopEnv
 
     e = WebShopEnv(max_steps=2)
     e.reset(options={"task": 0})
@@ -428,7 +425,7 @@ def test_reset_accepts_indices_numpy_integers_and_task_ids(make_env):
 
 @pytest.mark.parametrize("remote", [False, True])
 def test_step_before_reset_and_after_close_are_clear_errors(remote, request):
-    from envs.webshop.env import WebShopEnv
+    from gagpo.envs.webshop.env import WebShopEnv
 
     e = WebShopEnv(server_url=request.getfixturevalue("shop_url") if remote else None)
     with pytest.raises(RuntimeError, match=r"call reset\(\) before step\(\)"):
@@ -452,7 +449,7 @@ def _walk_states(goal: int, copies: int, steps: int, seed: int) -> list:
     seeded walks by ``copies`` envs on one task: the expert's actions, random admissible ones
     (searches from a small pool of queries, so that walks meet) and invalid ones; a new
     episode after each purchase or truncation."""
-    from servers.webshop.observe import observation
+    from gagpo.servers.webshop.observe import observation
 
     rng = np.random.default_rng(seed)
     envs_ = [gym.make("WebShop-v0") for _ in range(copies)]
@@ -508,7 +505,7 @@ def test_equal_state_keys_exactly_when_the_whole_states_are_equal():
     field only (result page, options, sub-page), so a key missing any of them shows."""
     import dataclasses
 
-    from servers.webshop.shop import State
+    from gagpo.servers.webshop.shop import State
 
     seen = _walk_states(goal=1, copies=3, steps=150, seed=0)
     key_of, state_of = {}, {}

@@ -1,8 +1,8 @@
-"""Policies: one interface (:class:`~agents.policies.base.Policy`), several back ends.
+"""Policies: one interface (:class:`~gagpo.agents.policies.base.Policy`), several back ends.
 
-``TransformersPolicy`` (agents.policies.hf), ``VLLMPolicy`` (agents.policies.vllm),
-``OpenAICompatiblePolicy`` (agents.policies.openai_compat), ``ExpertPolicy`` and
-``RandomPolicy`` (agents.policies.scripted). They are imported on first use, so that importing
+``TransformersPolicy`` (gagpo.agents.policies.hf), ``VLLMPolicy`` (gagpo.agents.policies.vllm),
+``OpenAICompatiblePolicy`` (gagpo.agents.policies.openai_compat), ``ExpertPolicy`` and
+``RandomPolicy`` (gagpo.agents.policies.scripted). They are imported on first use, so that importing
 this package does not import torch.
 """
 
@@ -11,14 +11,14 @@ from __future__ import annotations
 from importlib import import_module
 from typing import Any
 
-from agents.policies.base import Policy, Reply, Request
+from gagpo.agents.policies.base import Policy, Reply, Request
 
 _LAZY = {
-    "TransformersPolicy": "agents.policies.hf",
-    "VLLMPolicy": "agents.policies.vllm",
-    "OpenAICompatiblePolicy": "agents.policies.openai_compat",
-    "ExpertPolicy": "agents.policies.scripted",
-    "RandomPolicy": "agents.policies.scripted",
+    "TransformersPolicy": "gagpo.agents.policies.hf",
+    "VLLMPolicy": "gagpo.agents.policies.vllm",
+    "OpenAICompatiblePolicy": "gagpo.agents.policies.openai_compat",
+    "ExpertPolicy": "gagpo.agents.policies.scripted",
+    "RandomPolicy": "gagpo.agents.policies.scripted",
 }
 
 __all__ = ["Policy", "Reply", "Request", *_LAZY]

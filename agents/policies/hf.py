@@ -22,10 +22,9 @@ from typing import Any, Literal
 
 import torch
 import torch.nn.functional as F
-
-from agents.parser import fill_template, is_template
-from agents.policies.base import Reply, Request
-from agents.prompts import chat_prompt_ids
+from gagpo.agents.parser import fill_template, is_template
+from gagpo.agents.policies.base import Reply, Request
+from gagpo.agents.prompts import chat_prompt_ids
 
 Mode = Literal["generate", "score"]
 

@@ -17,8 +17,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import requests
-
-from agents.policies.base import Reply, Request
+from gagpo.agents.policies.base import Reply, Request
 
 _TOKEN_ID_PREFIX = "token_id:"
 

@@ -12,8 +12,8 @@ import random
 import re
 from typing import Any
 
-from agents.parser import fill_template, is_template
-from agents.policies.base import Reply, Request
+from gagpo.agents.parser import fill_template, is_template
+from gagpo.agents.policies.base import Reply, Request
 
 
 def format_reply(action: str, thought: str = "") -> str:
@@ -69,7 +69,7 @@ class RuleBaselinePolicy:
         self.options = options
 
     def action(self, request: Request) -> str:
-        from envs.webshop.expert import rule_baseline_action
+        from gagpo.envs.webshop.expert import rule_baseline_action
 
         info = request.info
         if self.options and info.get("page") == "item":

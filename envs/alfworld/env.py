@@ -1,6 +1,6 @@
 """ALFWorld-v0: ALFWorld's household text games as a Gymnasium env, on the reference engine
-(TextWorld's PDDL backend) or on our native engine (:mod:`envs.alfworld.native`), which gives the
-same text, commands, ``won`` and facts.
+(TextWorld's PDDL backend) or on our native engine (:mod:`gagpo.envs.alfworld.native`), which
+gives the same text, commands, ``won`` and facts.
 
 Observations are the engine's text, unchanged (the reset text included: "-= Welcome to
 TextWorld, ALFRED! =- ... Your task is to: ..."). Actions are its commands ("go to cabinet 1",
@@ -14,14 +14,14 @@ import os
 import warnings
 from typing import Any
 
-from envs.alfworld import engine as _engine
-from envs.alfworld import speedups as _speedups
-from envs.alfworld.expert import EXPERT_PREDICATES, Expert, Targets
-from envs.alfworld.expert import World as ExpertWorld
-from envs.alfworld.games import Game, GameSource, open_source
-from envs.alfworld.generator import SHORT_NAMES, TASK_TYPES
-from envs.alfworld.state import DYNAMIC_PREDICATES, state_key, world_state_key
-from envs.base import TextEnv, split_name, step_limit, task_index
+from gagpo.envs.alfworld import engine as _engine
+from gagpo.envs.alfworld import speedups as _speedups
+from gagpo.envs.alfworld.expert import EXPERT_PREDICATES, Expert, Targets
+from gagpo.envs.alfworld.expert import World as ExpertWorld
+from gagpo.envs.alfworld.games import Game, GameSource, open_source
+from gagpo.envs.alfworld.generator import SHORT_NAMES, TASK_TYPES
+from gagpo.envs.alfworld.state import DYNAMIC_PREDICATES, state_key, world_state_key
+from gagpo.envs.base import TextEnv, split_name, step_limit, task_index
 
 MAX_STEPS = 50
 _INSTRUCTION_PREFIX = "Your task is to: "
@@ -37,15 +37,15 @@ class AlfworldEnv(TextEnv):
     Args:
         data_dir: a folder in ALFWorld's official layout (holding ``json_2.1.1``). None uses
             ``$ALFWORLD_DATA`` when it holds official data, else gagpo's generated
-            ALFWorld-style set (made on first use and cached; see :mod:`envs.alfworld.games`).
+            ALFWorld-style set (made on first use and cached; see :mod:`gagpo.envs.alfworld.games`).
         split: the split random resets draw from: ``train``, ``valid_seen`` or ``valid_unseen``.
         task_types: keep only these task types (full names or pick/look/clean/heat/cool/pick2).
-        speedups: memoise the reference engine's slow parts (:mod:`envs.alfworld.speedups`);
+        speedups: memoise the reference engine's slow parts (:mod:`gagpo.envs.alfworld.speedups`);
             the text is identical either way.
         engine: ``"reference"`` (TextWorld's PDDL backend with ALFWorld's wrappers) or
-            ``"native"`` (:mod:`envs.alfworld.native`: the same text, commands, ``won`` and facts,
-            without textworld, fast-downward or alfworld at play time). A game the native engine
-            cannot read plays on the reference engine, with a warning at its reset naming the
+            ``"native"`` (:mod:`gagpo.envs.alfworld.native`: the same text, commands, ``won`` and
+            facts, without textworld, fast-downward or alfworld at play time). A game the native
+            engine cannot read plays on the reference engine, with a warning at its reset naming the
             file and the part it could not read.
         max_steps: truncate episodes after this many steps (ALFWorld's 50).
 
@@ -53,7 +53,7 @@ class AlfworldEnv(TextEnv):
     such as ``"valid_unseen/pick_and_place_simple-Pencil-None-Dresser-330/trial_..."``;
     ``options={"split": ...}`` draws from another split. After the win or the truncation, steps
     are no-ops that say to call ``reset()`` (the engine would pay the win again). Infos hold
-    the contract's keys (see :mod:`envs.base`) plus ``task_type``, ``task_type_short``,
+    the contract's keys (see :mod:`gagpo.envs.base`) plus ``task_type``, ``task_type_short``,
     ``split``, ``dataset`` (the label results must carry: official games or ALFWorld-style
     generated ones), ``gamefile`` and ``feedback`` (the engine's answer, also after a rejected
     command).
@@ -193,7 +193,7 @@ class AlfworldEnv(TextEnv):
     def _native_for(self, path: str) -> Any:
         """The native engine loaded with ``path``, or None (with a warning) when it cannot read
         the file: that game's episodes then play on the reference engine."""
-        from envs.alfworld.native import GameFileError, NativeEnv
+        from gagpo.envs.alfworld.native import GameFileError, NativeEnv
 
         if path in self._unreadable:
             return None

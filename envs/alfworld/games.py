@@ -7,9 +7,9 @@ skipped. Games of a split are listed sorted by path, so index ``i`` names the sa
 
 - official: ``$ALFWORLD_DATA`` (what ``alfworld-download`` fills) or any folder passed as
   ``data_dir``; either the folder holding ``json_2.1.1`` or ``json_2.1.1`` itself.
-- generated (the default): made by :mod:`envs.alfworld.generator` on first use and cached under
-  ``$GAGPO_CACHE/alfworld`` (default ``~/.cache/gagpo/alfworld``). Generated games say so in their
-  traj_data.json, and every result on them is labelled "ALFWorld-style".
+- generated (the default): made by :mod:`gagpo.envs.alfworld.generator` on first use and cached
+  under ``$GAGPO_CACHE/alfworld`` (default ``~/.cache/gagpo/alfworld``). Generated games say so in
+  their traj_data.json, and every result on them is labelled "ALFWorld-style".
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 
-from envs.alfworld.generator import GENERATOR_TAG, LAYOUT_DIR, SHORT_NAMES, SPLITS, TASK_TYPES
+from gagpo.envs.alfworld.generator import GENERATOR_TAG, LAYOUT_DIR, SHORT_NAMES, SPLITS, TASK_TYPES
 
 # Default generated set: small enough to build on first use in about two minutes on one core,
 # every task type in every split (8 per type in train, 4 in each held-out split).
@@ -125,15 +125,15 @@ def _collect(folder: Path, split: str) -> list[Game]:
 
 def default_generated_dir(seed: int = DEFAULT_SEED, sizes: dict[str, int] | None = None) -> Path:
     """The default generated set, generating it on first use (atomically, see
-    :func:`servers.cache.build_once`: concurrent first uses never see half a set)."""
-    from servers.cache import build_once, cache_dir
+    :func:`gagpo.servers.cache.build_once`: concurrent first uses never see half a set)."""
+    from gagpo.servers.cache import build_once, cache_dir
 
     sizes = dict(sizes or DEFAULT_SIZES)
     tag = "-".join(f"{s}{n}" for s, n in sizes.items())
     target = cache_dir() / "alfworld" / f"generated-v1-seed{seed}-{tag}"
 
     def generate(out: Path) -> None:
-        from envs.alfworld.generator import generate_games
+        from gagpo.envs.alfworld.generator import generate_games
 
         print(f"[alfworld] generating the default ALFWorld-style game set in {target} (once)")
         for split, n in sizes.items():

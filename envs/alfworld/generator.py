@@ -31,7 +31,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from envs.alfworld import engine
+from gagpo.envs.alfworld import engine
 
 TASK_TYPES = (
     "pick_and_place_simple",
@@ -550,7 +550,7 @@ def solve(game: GeneratedGame) -> list[str]:
     small_names = _names(planner)
 
     # The plan is checked on the native engine (the engine the game will be played on).
-    from envs.alfworld.native import NativeEnv
+    from gagpo.envs.alfworld.native import NativeEnv
 
     env = NativeEnv()
     env.load_data(full, f"{game.task_dir}/{game.trial}")
@@ -600,7 +600,7 @@ def generate_games(
     is True for a line per 10 games on stderr, or a callback ``(done, n)``. Returns the
     game.tw-pddl paths.
     """
-    from envs.alfworld import speedups
+    from gagpo.envs.alfworld import speedups
 
     engine.require()
     split_dir = Path(out_dir) / LAYOUT_DIR / split

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from envs.base import make_state_key
+from gagpo.envs.base import make_state_key
 
 # Predicates (as fast-downward lower-cases them) whose truth actions change.
 DYNAMIC_PREDICATES = frozenset(

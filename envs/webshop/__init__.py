@@ -1,5 +1,5 @@
-"""WebShop-v0 (see :class:`envs.webshop.env.WebShopEnv`)."""
+"""WebShop-v0 (see :class:`gagpo.envs.webshop.env.WebShopEnv`)."""
 
-from envs.webshop.env import MAX_STEPS, WebShopEnv
+from gagpo.envs.webshop.env import MAX_STEPS, WebShopEnv
 
 __all__ = ["MAX_STEPS", "WebShopEnv"]

@@ -14,9 +14,8 @@ import contextlib
 from typing import Any
 
 import requests
-
-from servers.webshop.observe import with_feedback
-from servers.webshop.shop import is_text, parse_action, query_problem
+from gagpo.servers.webshop.observe import with_feedback
+from gagpo.servers.webshop.shop import is_text, parse_action, query_problem
 
 
 class ShopError(RuntimeError):

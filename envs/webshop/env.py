@@ -11,16 +11,16 @@ import re
 from collections.abc import Collection
 from typing import Any
 
-from envs.base import TextEnv, split_name, step_limit, task_index
-from servers.webshop.goals import SPLITS, GoalKind, split_range
-from servers.webshop.observe import (
+from gagpo.envs.base import TextEnv, split_name, step_limit, task_index
+from gagpo.servers.webshop.goals import SPLITS, GoalKind, split_range
+from gagpo.servers.webshop.observe import (
     EXTRA_INFOS,
     OBSERVATION_MODES,
     ObservationMode,
     describe,
     with_feedback,
 )
-from servers.webshop.shop import MAX_STEPS
+from gagpo.servers.webshop.shop import MAX_STEPS
 
 _TASK_ID = re.compile(r"webshop:([0-9]{1,12})")
 _ACCEPTS = "a goal index (int) or a task id 'webshop:<i>'"
@@ -33,7 +33,7 @@ class _LocalBackend:
         self, catalog, goals: GoalKind, num_products: int | None, mode: ObservationMode,
         request_infos: tuple[str, ...] = (),
     ):
-        from servers.webshop import open_shop
+        from gagpo.servers.webshop import open_shop
 
         self.shop = open_shop(catalog, goals=goals, num_products=num_products)
         self.mode = mode
@@ -84,7 +84,7 @@ class WebShopEnv(TextEnv):
 
     ``reset(options={"task": i})`` opens goal ``i`` (an int, or the task id
     ``"webshop:<i>"``); ``reset(options={"split": "test"})`` draws a goal of that split with
-    the env's seeded RNG. Infos carry the contract's keys (see :mod:`envs.base`) plus
+    the env's seeded RNG. Infos carry the contract's keys (see :mod:`gagpo.envs.base`) plus
     ``available_actions`` (the original's ``{has_search_bar, clickables}``), ``page``,
     ``goal_index``, ``feedback`` after a rejected action and ``reward_parts`` after a purchase.
     After the purchase or the truncation, steps are no-ops that say to call ``reset()``.
@@ -120,7 +120,7 @@ class WebShopEnv(TextEnv):
                 catalog, goals, num_products, observation_mode, request_infos
             )
         else:
-            from envs.webshop.client import RemoteBackend
+            from gagpo.envs.webshop.client import RemoteBackend
 
             self._backend = RemoteBackend(
                 server_url, observation_mode, timeout=timeout, request_infos=request_infos
@@ -167,7 +167,8 @@ class WebShopEnv(TextEnv):
         return info
 
     def goal(self, index: int):
-        """The :class:`~servers.webshop.goals.Goal` of goal ``index`` (for experts and tests)."""
+        """The :class:`~gagpo.servers.webshop.goals.Goal` of goal ``index`` (for experts and
+        tests)."""
         return self._backend.goal(index)
 
     def close(self) -> None:

@@ -1,14 +1,14 @@
 """Scripted WebShop-v0 play: the goal-aware expert and the original's rule baseline, for tests,
 demonstrations and baselines (the expert reads the goal, which an agent never sees). A uniform
-random policy is :class:`agents.policies.scripted.RandomPolicy`.
+random policy is :class:`gagpo.agents.policies.scripted.RandomPolicy`.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from servers.webshop.expert import expert_action, goal_option_values
-from servers.webshop.pages import BACK_TO_SEARCH, BUY_NOW, NEXT_PAGE, PREV_PAGE
+from gagpo.servers.webshop.expert import expert_action, goal_option_values
+from gagpo.servers.webshop.pages import BACK_TO_SEARCH, BUY_NOW, NEXT_PAGE, PREV_PAGE
 
 __all__ = ["expert_action", "goal_option_values", "rule_baseline_action"]
 

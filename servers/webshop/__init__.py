@@ -1,6 +1,6 @@
 """The WebShop shop: catalog, search index, goals, reward, sessions, pages and the Flask app.
 
-``open_shop()`` gives the shared, per-process :class:`~servers.webshop.shop.Shop` for a
+``open_shop()`` gives the shared, per-process :class:`~gagpo.servers.webshop.shop.Shop` for a
 catalog: the embedded generated catalog by default (made on first use and cached), or a folder
 of the original WebShop data files.
 """
@@ -12,12 +12,12 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from servers.cache import build_once, cache_dir
-from servers.webshop.catalog import Catalog, load_catalog
-from servers.webshop.goals import GoalKind, build_goals
+from gagpo.servers.cache import build_once, cache_dir
+from gagpo.servers.webshop.catalog import Catalog, load_catalog
+from gagpo.servers.webshop.goals import GoalKind, build_goals
 
 if TYPE_CHECKING:
-    from servers.webshop.shop import Shop
+    from gagpo.servers.webshop.shop import Shop
 
 DEFAULT_PRODUCTS = 1000
 DEFAULT_SEED = 0
@@ -36,7 +36,7 @@ def generator_digest() -> str:
 
 def generated_catalog_dir(n_products: int = DEFAULT_PRODUCTS, seed: int = DEFAULT_SEED) -> Path:
     """Folder of the generated catalog (original file format), written on first use."""
-    from servers.webshop.generator import write_catalog
+    from gagpo.servers.webshop.generator import write_catalog
 
     target = cache_dir() / "catalog" / f"generated-{generator_digest()}-n{n_products}-s{seed}"
     return build_once(target, lambda out: write_catalog(out, n_products=n_products, seed=seed))
@@ -63,8 +63,8 @@ def open_shop(
     seed: int = DEFAULT_SEED,
 ) -> Shop:
     """The process-wide shop for these arguments (built once, then shared)."""
-    from servers.webshop.search import SearchEngine
-    from servers.webshop.shop import Shop
+    from gagpo.servers.webshop.search import SearchEngine
+    from gagpo.servers.webshop.shop import Shop
 
     key = (str(catalog) if catalog else None, goals, num_products, seed)
     with _lock:

@@ -7,8 +7,8 @@ serve one shop (gunicorn -w N, several hosts behind a load balancer) and nothing
   ``/fixed_<i>`` is goal i; any other session id maps to goal ``crc32(id) % n_goals``.
   Visited products are not tracked on these pages (no server memory).
 * The JSON API (``/api/v1``) carries each session's state in a signed token
-  (:mod:`servers.webshop.tokens`) that every response renews and every request sends back;
-  observations come from :func:`servers.webshop.observe.describe`, the same function the
+  (:mod:`gagpo.servers.webshop.tokens`) that every response renews and every request sends back;
+  observations come from :func:`gagpo.servers.webshop.observe.describe`, the same function the
   in-process environment uses, so transcripts are identical.
 
 API (request and response bodies are JSON; ``...`` is ``describe()``'s
@@ -34,7 +34,7 @@ Infinity).
 
 The token secret comes from ``secret=``, else ``$GAGPO_WEBSHOP_SECRET``, else a random key
 made on first use and kept, owner-only, in the cache folder
-(:func:`servers.webshop.tokens.resolve_secret`): every process of one user on one machine
+(:func:`gagpo.servers.webshop.tokens.resolve_secret`): every process of one user on one machine
 shares it; shops on several machines need one secret given to each.
 
 The server keeps no sessions, so a client can replay a token: step it again, or buy twice from
@@ -54,16 +54,22 @@ from typing import Any
 
 from flask import Flask, Response, jsonify, redirect, request
 from flask.json.provider import DefaultJSONProvider
+from gagpo.servers.webshop.catalog import Product
+from gagpo.servers.webshop.goals import split_range
+from gagpo.servers.webshop.html import render_error, render_html, results_url, search_url
+from gagpo.servers.webshop.observe import EXTRA_INFOS, OBSERVATION_MODES, describe
+from gagpo.servers.webshop.pages import URL_SUB_PAGES
+from gagpo.servers.webshop.reward import compute_reward
+from gagpo.servers.webshop.shop import (
+    MAX_QUERY_CHARS,
+    MAX_STEPS,
+    Shop,
+    State,
+    is_text,
+    query_problem,
+)
+from gagpo.servers.webshop.tokens import BadToken, decode_state, encode_state, resolve_secret
 from werkzeug.exceptions import HTTPException, abort
-
-from servers.webshop.catalog import Product
-from servers.webshop.goals import split_range
-from servers.webshop.html import render_error, render_html, results_url, search_url
-from servers.webshop.observe import EXTRA_INFOS, OBSERVATION_MODES, describe
-from servers.webshop.pages import URL_SUB_PAGES
-from servers.webshop.reward import compute_reward
-from servers.webshop.shop import MAX_QUERY_CHARS, MAX_STEPS, Shop, State, is_text, query_problem
-from servers.webshop.tokens import BadToken, decode_state, encode_state, resolve_secret
 
 API = "/api/v1"
 MAX_CONTENT_LENGTH = 256 * 1024
@@ -94,7 +100,7 @@ def create_app(
             next move, which plays the episode for them); False answers such requests 403.
     """
     if shop is None:
-        from servers.webshop import open_shop
+        from gagpo.servers.webshop import open_shop
 
         shop = open_shop(**open_shop_kwargs)
     elif open_shop_kwargs:

@@ -208,7 +208,7 @@ def _file_digest(path: Path) -> bytes:
     import json
     import os
 
-    from servers.cache import cache_dir
+    from gagpo.servers.cache import cache_dir
 
     st = path.stat()
     stamp = [st.st_size, st.st_mtime_ns, st.st_ino]
@@ -244,14 +244,14 @@ def load_catalog(
 ) -> Catalog:
     """Open a catalog folder in the original WebShop format.
 
-    The files are converted once into a compact store (see :mod:`servers.webshop.store`),
+    The files are converted once into a compact store (see :mod:`gagpo.servers.webshop.store`),
     cached under the hash of their content, and memory-mapped from then on. Records whose
     asin is ``'nan'``, longer than 10 characters or a duplicate are skipped, as in the
     original; ``num_products`` keeps only the first records (the original's
     ``DEBUG_PROD_SIZE``).
     """
-    from servers.cache import build_once, cache_dir
-    from servers.webshop.store import STORE_VERSION, ProductStore, build_store
+    from gagpo.servers.cache import build_once, cache_dir
+    from gagpo.servers.webshop.store import STORE_VERSION, ProductStore, build_store
 
     files = find_catalog_files(directory)
     fingerprint = fingerprint_files(sorted(files.values()))

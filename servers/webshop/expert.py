@@ -7,9 +7,9 @@ that it works whatever process the shop runs in.
 
 from __future__ import annotations
 
-from servers.webshop.goals import Goal
-from servers.webshop.pages import BACK_TO_SEARCH, BUY_NOW, NEXT_PAGE, PREV_PAGE
-from servers.webshop.shop import Shop, State
+from gagpo.servers.webshop.goals import Goal
+from gagpo.servers.webshop.pages import BACK_TO_SEARCH, BUY_NOW, NEXT_PAGE, PREV_PAGE
+from gagpo.servers.webshop.shop import Shop, State
 
 
 def goal_option_values(goal: Goal) -> list[str]:

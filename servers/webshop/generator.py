@@ -2,7 +2,7 @@
 
 ``write_catalog(dir, n_products, seed)`` writes ``items_shuffle.json``, ``items_ins_v2.json``
 and ``items_human_ins.json`` laid out as the original's files are, so that
-:func:`servers.webshop.catalog.load_catalog` reads ours and the original's alike.
+:func:`gagpo.servers.webshop.catalog.load_catalog` reads ours and the original's alike.
 ``generate(n_products, seed)`` yields the same products without writing files.
 
 How it is made hard, the way the original is:
@@ -45,8 +45,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple, Protocol
 
-from servers.webshop import vocab
-from servers.webshop.vocab import CATEGORIES, PRODUCT_TYPES, OptionGroup, ProductType, Query
+from gagpo.servers.webshop import vocab
+from gagpo.servers.webshop.vocab import CATEGORIES, PRODUCT_TYPES, OptionGroup, ProductType, Query
 
 FILES = ("items_shuffle", "items_ins_v2", "items_human_ins")
 CHUNK_PRODUCTS = 4096
@@ -925,7 +925,7 @@ def write_catalog(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m servers.webshop.generator DIR [-n N] [--seed S] [--workers W]``."""
+    """``python -m gagpo.servers.webshop.generator DIR [-n N] [--seed S] [--workers W]``."""
     parser = argparse.ArgumentParser(description="Write a generated WebShop catalog.")
     parser.add_argument("directory")
     parser.add_argument("-n", "--products", type=int, default=1000)

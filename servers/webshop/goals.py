@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from servers.webshop.catalog import Catalog, Product
+from gagpo.servers.webshop.catalog import Catalog, Product
 
 GoalKind = Literal["human", "synthetic"]
 PRICE_STEPS = tuple(10.0 * i for i in range(1, 100))
@@ -130,7 +130,7 @@ def build_goals(catalog: Catalog, kind: GoalKind = "human") -> Sequence[Goal]:
     store_dir = getattr(catalog.products, "directory", None)
     if store_dir is None:
         return _build_goals(catalog, kind)
-    from servers.webshop.store import RecordFile, write_records
+    from gagpo.servers.webshop.store import RecordFile, write_records
 
     name = f"goals-{kind}-v{GOALS_VERSION}"
     if not (Path(store_dir) / f"{name}.offsets.npy").exists():

@@ -1,13 +1,13 @@
 """The shop's pages as HTML, for people, browsers, and agents written for the original WebShop.
 
 Templates are compiled once per process (the original recompiled them on every render) and
-render from the catalog, goal and search data, never from :class:`~servers.webshop.pages.Page`
+render from the catalog, goal and search data, never from :class:`~gagpo.servers.webshop.pages.Page`
 nodes: a test parses the served HTML the original way and checks that it gives exactly the
 page model's text, so the two independent renderings keep each other honest. For that reason
 every page carries no visible text beyond the page model's nodes (extra UI uses attributes:
 placeholders, aria-labels). Those nodes are the original's, in its order, so that clients
 reading its text nodes work unchanged. The done page's values are formatted by
-:func:`~servers.webshop.pages.done_sections`, shared with the page model, since they are the
+:func:`~gagpo.servers.webshop.pages.done_sections`, shared with the page model, since they are the
 original's formats (Python reprs, JSON, pprint) rather than layout.
 
 Conventions kept from the original so that its agents and parsers work unchanged: the search
@@ -27,10 +27,9 @@ from typing import Any
 from urllib.parse import quote
 
 import jinja2
-
-from servers.webshop.pages import RESULTS_PER_PAGE, SUB_PAGES, done_sections
-from servers.webshop.reward import RewardParts, compute_reward
-from servers.webshop.shop import Shop, State, unique
+from gagpo.servers.webshop.pages import RESULTS_PER_PAGE, SUB_PAGES, done_sections
+from gagpo.servers.webshop.reward import RewardParts, compute_reward
+from gagpo.servers.webshop.shop import Shop, State, unique
 
 TEMPLATE_DIR = Path(__file__).parent / "templates"
 PLACEHOLDER_IMAGE = "placeholder.svg"

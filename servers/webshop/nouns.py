@@ -31,7 +31,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
-from servers.lru import bounded_cache
+from gagpo.servers.lru import bounded_cache
 
 NounTagger = Callable[[str], list[str]]
 

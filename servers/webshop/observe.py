@@ -9,8 +9,8 @@ from __future__ import annotations
 import hashlib
 from typing import Any, Literal
 
-from servers.webshop.pages import render_text, render_text_rich
-from servers.webshop.shop import Shop, State, StepResult
+from gagpo.servers.webshop.pages import render_text, render_text_rich
+from gagpo.servers.webshop.shop import Shop, State, StepResult
 
 ObservationMode = Literal["text", "text_rich", "html"]
 OBSERVATION_MODES = ("text", "text_rich", "html")
@@ -30,7 +30,7 @@ def observation(shop: Shop, state: State, mode: ObservationMode = "text") -> str
     if mode == "text_rich":
         return render_text_rich(page)
     if mode == "html":
-        from servers.webshop.html import render_html
+        from gagpo.servers.webshop.html import render_html
 
         return render_html(shop, state)
     raise ValueError(f"observation mode must be one of {OBSERVATION_MODES}, not {mode!r}")
@@ -84,7 +84,7 @@ def describe(
     if parts is not None:
         info["reward_parts"] = parts
     if "expert_action" in request_infos:
-        from servers.webshop.expert import expert_action
+        from gagpo.servers.webshop.expert import expert_action
 
         info["expert_action"] = expert_action(shop, state)
     return {

@@ -19,9 +19,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:  # types only: the page model imports nothing of the shop at run time
-    from servers.webshop.catalog import Product
-    from servers.webshop.goals import Goal
-    from servers.webshop.reward import RewardParts
+    from gagpo.servers.webshop.catalog import Product
+    from gagpo.servers.webshop.goals import Goal
+    from gagpo.servers.webshop.reward import RewardParts
 
 Role = Literal["text", "button", "option", "product"]
 PageKind = Literal["search", "results", "item", "item_sub", "done"]

@@ -32,12 +32,11 @@ import re
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from gagpo.servers.lru import bounded_cache
+from gagpo.servers.webshop.catalog import Product
+from gagpo.servers.webshop.goals import Goal
+from gagpo.servers.webshop.nouns import noun_tokens
 from rapidfuzz.fuzz import ratio as _indel_ratio
-
-from servers.lru import bounded_cache
-from servers.webshop.catalog import Product
-from servers.webshop.goals import Goal
-from servers.webshop.nouns import noun_tokens
 
 MATCH_THRESHOLD = 85
 """A fuzzy match needs a score strictly above this (integer scores)."""

@@ -1,7 +1,7 @@
 """Product search: BM25 scored as Lucene scores it, on bm25s.
 
 The index is bm25s's (precomputed per-posting BM25 scores); queries run on a compiled kernel
-(:mod:`servers.webshop.topk`). Lucene's parameters as the original's pyserini index used
+(:mod:`gagpo.servers.webshop.topk`). Lucene's parameters as the original's pyserini index used
 them: k1 = 0.9, b = 0.4, the English
 analyzer (lower case, possessive ``'s`` removed, Lucene's 33 English stopwords, Porter
 stemming). One document per product: ``lower(Title + Description + first bullet + option
@@ -23,11 +23,10 @@ from pathlib import Path
 import bm25s
 import numpy as np
 import Stemmer
-
-from servers.cache import build_once, cache_dir
-from servers.lru import BoundedLRU, bounded_cache
-from servers.webshop.catalog import Catalog
-from servers.webshop.topk import top_k
+from gagpo.servers.cache import build_once, cache_dir
+from gagpo.servers.lru import BoundedLRU, bounded_cache
+from gagpo.servers.webshop.catalog import Catalog
+from gagpo.servers.webshop.topk import top_k
 
 TOP_K = 50
 K1, B = 0.9, 0.4

@@ -25,10 +25,10 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
-from servers.lru import ENTRY_OVERHEAD, BoundedLRU
-from servers.webshop.catalog import Catalog, Product
-from servers.webshop.goals import Goal
-from servers.webshop.pages import (
+from gagpo.servers.lru import ENTRY_OVERHEAD, BoundedLRU
+from gagpo.servers.webshop.catalog import Catalog, Product
+from gagpo.servers.webshop.goals import Goal
+from gagpo.servers.webshop.pages import (
     ATTRIBUTES,
     BACK_TO_SEARCH,
     BUY_NOW,
@@ -42,8 +42,8 @@ from servers.webshop.pages import (
     done_sections,
     done_texts,
 )
-from servers.webshop.reward import RewardParts, compute_reward
-from servers.webshop.search import TOP_K, SearchEngine
+from gagpo.servers.webshop.reward import RewardParts, compute_reward
+from gagpo.servers.webshop.search import TOP_K, SearchEngine
 
 MAX_QUERY_CHARS = 1000
 MAX_STEPS = 15

@@ -18,9 +18,8 @@ from typing import Any, TypeVar
 
 import ijson
 import numpy as np
-
-from servers.lru import BoundedLRU
-from servers.webshop.catalog import Product, product_from_record
+from gagpo.servers.lru import BoundedLRU
+from gagpo.servers.webshop.catalog import Product, product_from_record
 
 STORE_VERSION = 2
 ASIN_LEN = 10

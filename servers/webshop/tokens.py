@@ -1,4 +1,5 @@
-"""Session tokens: a whole session :class:`~servers.webshop.shop.State`, signed, in one string.
+"""Session tokens: a whole session :class:`~gagpo.servers.webshop.shop.State`, signed, in one
+string.
 
 The JSON API keeps no session table: every response carries the session's next state as a
 token the client sends back. Any worker process or host that shares the secret can serve the
@@ -27,17 +28,16 @@ import time
 import zlib
 from typing import TYPE_CHECKING, Any
 
+from gagpo.servers.cache import cache_dir, private_file_once
+from gagpo.servers.webshop.pages import SUB_PAGES
+from gagpo.servers.webshop.shop import MAX_QUERY_CHARS, State, has_visible, is_text
 from itsdangerous import BadData, URLSafeSerializer
 from itsdangerous.encoding import base64_decode
 from itsdangerous.exc import BadPayload
 from itsdangerous.serializer import Serializer
 
-from servers.cache import cache_dir, private_file_once
-from servers.webshop.pages import SUB_PAGES
-from servers.webshop.shop import MAX_QUERY_CHARS, State, has_visible, is_text
-
 if TYPE_CHECKING:
-    from servers.webshop.shop import Shop
+    from gagpo.servers.webshop.shop import Shop
 
 SALT = "gagpo.webshop.session.v1"
 PAYLOAD_VERSION = 1
@@ -47,7 +47,7 @@ MAX_PAYLOAD_BYTES = 256 * 1024
 """Bound on the decompressed JSON of a token."""
 SECRET_ENV = "GAGPO_WEBSHOP_SECRET"
 SECRET_FILE = "webshop-token-secret"
-"""Name of the default secret's file in the cache folder (:func:`servers.cache.cache_dir`)."""
+"""Name of the default secret's file in the cache folder (:func:`gagpo.servers.cache.cache_dir`)."""
 MIN_SECRET_CHARS = 16
 MAX_PAGE_NUM = 9_999_999
 """Largest result page a token may hold (the page URLs take at most 7 digits too)."""

@@ -32,7 +32,7 @@ happens." and changes nothing.
 state (conditional effects fire by the state before the step; it decides applicability and the
 goal) and the fact view (every kept effect written in, fired or not; a negative effect adds a
 ``not_p`` fact). ``infos["facts"]`` is the fact view with shown names: it includes static facts
-and ``not_`` facts; ``state_key`` hashes its dynamic predicates (:mod:`envs.alfworld.state`).
+and ``not_`` facts; ``state_key`` hashes its dynamic predicates (:mod:`gagpo.envs.alfworld.state`).
 
 **Text** (:mod:`textgen`). The reset text derives ``#intro#`` with nothing bound; a step's
 feedback derives the action's feedback rule with the operator's parameters bound, after the
@@ -47,7 +47,7 @@ the env then plays that game on the reference engine. ``python -m benchmarks.alf
 compares both engines step by step.
 """
 
-from envs.alfworld.native.errors import GameFileError
-from envs.alfworld.native.play import Fact, NativeEnv, NativeGame, load_game
+from gagpo.envs.alfworld.native.errors import GameFileError
+from gagpo.envs.alfworld.native.play import Fact, NativeEnv, NativeGame, load_game
 
 __all__ = ["Fact", "GameFileError", "NativeEnv", "NativeGame", "load_game"]

@@ -33,7 +33,7 @@ import operator
 from dataclasses import dataclass, field
 from typing import Any
 
-from envs.alfworld.native.pddl import ActionSchema, Domain, Formula
+from gagpo.envs.alfworld.native.pddl import ActionSchema, Domain, Formula
 
 Atom = tuple  # (pred, idx, idx, ...)
 # (positive, pred, terms); a term is ("v", variable number) or ("c", object index)

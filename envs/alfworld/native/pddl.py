@@ -24,7 +24,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from envs.alfworld.native.errors import GameFileError
+from gagpo.envs.alfworld.native.errors import GameFileError
 
 Formula = tuple[Any, ...]
 Params = tuple[tuple[str, str], ...]  # ((name, type), ...)

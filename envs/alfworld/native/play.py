@@ -22,14 +22,20 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from envs.alfworld.native import ground
-from envs.alfworld.native.csg import Conditional, GrammarError, ListOf, Nonterminal, parse_query
-from envs.alfworld.native.errors import GameFileError
-from envs.alfworld.native.facts import CompiledQuery, FactView, TypeTree
-from envs.alfworld.native.names import demangle
-from envs.alfworld.native.pddl import parse_domain, parse_problem
-from envs.alfworld.native.textgen import DerivationError, Deriver, Entity
-from envs.alfworld.native.twl import parse_grammar
+from gagpo.envs.alfworld.native import ground
+from gagpo.envs.alfworld.native.csg import (
+    Conditional,
+    GrammarError,
+    ListOf,
+    Nonterminal,
+    parse_query,
+)
+from gagpo.envs.alfworld.native.errors import GameFileError
+from gagpo.envs.alfworld.native.facts import CompiledQuery, FactView, TypeTree
+from gagpo.envs.alfworld.native.names import demangle
+from gagpo.envs.alfworld.native.pddl import parse_domain, parse_problem
+from gagpo.envs.alfworld.native.textgen import DerivationError, Deriver, Entity
+from gagpo.envs.alfworld.native.twl import parse_grammar
 
 NOTHING_HAPPENS = "Nothing happens."
 
@@ -170,7 +176,7 @@ class NativeGame:
                 givens[sym.given] = cq
 
     def _symbols(self, text: str) -> list[Any]:
-        from envs.alfworld.native.csg import parse_symbols
+        from gagpo.envs.alfworld.native.csg import parse_symbols
 
         return parse_symbols(text)
 
@@ -425,7 +431,8 @@ class NativeEnv:
 
     def world_facts(self, predicates: frozenset[str]) -> tuple[tuple[str, ...], ...]:
         """The view's facts of ``predicates`` as sorted ``(predicate, name, ...)`` tuples (what
-        :func:`envs.alfworld.state.world_facts` computes from ``facts``, without building them)."""
+        :func:`gagpo.envs.alfworld.state.world_facts` computes from ``facts``, without building
+        them)."""
         game = self._game()
         shown = game.shown
         by_pred = self._by_pred  # pred -> its facts sorted, kept until a step writes pred

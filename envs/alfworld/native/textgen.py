@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from envs.alfworld.native.csg import (
+from gagpo.envs.alfworld.native.csg import (
     ENTITY_ATTRS,
     Conditional,
     Eval,
@@ -27,7 +27,7 @@ from envs.alfworld.native.csg import (
     Symbol,
     Terminal,
 )
-from envs.alfworld.native.facts import (
+from gagpo.envs.alfworld.native.facts import (
     CompiledQuery,
     FactView,
     Key,

@@ -23,8 +23,14 @@ import re
 import textwrap
 from dataclasses import dataclass
 
-from envs.alfworld.native.csg import GrammarError, Predicate, Symbol, parse_query, parse_symbols
-from envs.alfworld.native.errors import GameFileError
+from gagpo.envs.alfworld.native.csg import (
+    GrammarError,
+    Predicate,
+    Symbol,
+    parse_query,
+    parse_symbols,
+)
+from gagpo.envs.alfworld.native.errors import GameFileError
 
 
 @dataclass(frozen=True)

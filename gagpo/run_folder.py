@@ -1,0 +1,215 @@
+"""What a training run leaves in its folder, and how a resume reads it back.
+
+``config.json`` (the first settings) and ``config_changes.jsonl`` (what each resume changed),
+``checkpoint.pt`` (model, optimiser and RNG state, written atomically), ``steps/iter_*.npz``
+(each iteration's step table), ``metrics.jsonl`` (plus TensorBoard / W&B when asked) and
+``evals.json``. Every file that must survive a kill is replaced through :func:`atomic_write`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any
+
+import numpy as np
+import torch
+
+from gagpo.train_config import RESUME_MAY_CHANGE
+
+if TYPE_CHECKING:
+    from gagpo.train_config import TrainConfig
+
+
+def record_config_changes(out: Path, iteration: int, diffs: dict[str, tuple[Any, Any]]) -> None:
+    """Append one line to ``config_changes.jsonl``: the iteration a resume started from and
+    every setting it changed (``config.json`` keeps the run's first settings; the checkpoint
+    holds the current ones)."""
+    changes = {name: {"checkpoint": old, "new": new} for name, (old, new) in diffs.items()
+               if name not in ("resume", "resume_override", "overwrite")}
+    if not changes:
+        return
+    line = {"resumed_from_iteration": iteration,
+            "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "changes": changes,
+            "overridden": sorted(n for n in changes if n not in RESUME_MAY_CHANGE)}
+    with open(out / "config_changes.jsonl", "a", encoding="utf-8") as f:
+        f.write(json.dumps(line, default=repr) + "\n")
+
+
+def _iteration_of(step_table: Path) -> int | None:
+    """``iter_00012[_rank1].npz`` -> 12."""
+    head = step_table.name.split(".")[0].split("_rank")[0]
+    return int(head[5:]) if head.startswith("iter_") and head[5:].isdigit() else None
+
+
+def cut_run(out: Path, iteration: int) -> int:
+    """Forget what a run logged past ``iteration`` (that of the checkpoint it resumes from; 0
+    to start over): ``metrics.jsonl`` keeps its lines up to it (rewritten atomically; a line
+    torn by a kill is dropped too), step tables past it and temporary files are deleted.
+    TensorBoard's points are cut by :class:`MetricLogger` (``purge_step``). Returns the number
+    of metric lines dropped."""
+    dropped = 0
+    metrics = out / "metrics.jsonl"
+    if metrics.exists():
+        kept = []
+        for line in metrics.read_text(encoding="utf-8").splitlines():
+            try:
+                keep = int(json.loads(line)["iteration"]) <= iteration
+            except (ValueError, KeyError, TypeError):
+                keep = False
+            if keep:
+                kept.append(line + "\n")
+            else:
+                dropped += 1
+        if dropped:
+            atomic_write(metrics, lambda f: f.write("".join(kept).encode("utf-8")))
+    for path in [*out.glob("steps/*"), *out.glob("*.tmp")]:
+        it = _iteration_of(path)
+        if path.name.endswith(".tmp") or (it is not None and it > iteration):
+            path.unlink()
+    return dropped
+
+
+def rng_state(policy: Any) -> dict[str, Any]:
+    state = {"python": random.getstate(), "numpy": np.random.get_state(),
+             "torch": torch.get_rng_state(), "policy": policy.generator.get_state()}
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def set_rng_state(state: dict[str, Any], policy: Any) -> None:
+    random.setstate(state["python"])
+    np.random.set_state(state["numpy"])
+    torch.set_rng_state(state["torch"])
+    policy.generator.set_state(state["policy"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+
+
+def fsync_dir(folder: Path) -> None:
+    """Make the folder's entries (a rename, a new file) durable (POSIX; elsewhere a no-op)."""
+    if not hasattr(os, "O_DIRECTORY"):
+        return
+    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def atomic_write(path: Path, write: Callable[[IO[bytes]], None]) -> None:
+    """Replace ``path`` whole or not at all, durably: the one write-then-rename of a run.
+
+    ``write`` fills ``<name>.tmp`` beside it; that file is flushed and fsynced *before* the
+    rename, so that after a power loss the rename can never point at data the disk does not
+    hold yet, then ``os.replace`` swaps it in and the folder is fsynced so that the rename
+    itself is on disk. A crash, kill or power loss at any point leaves either the previous
+    ``path`` or the new one, whole; an exception removes the temporary file.
+    """
+    tmp = path.with_name(path.name + ".tmp")
+    try:
+        with open(tmp, "wb") as f:
+            write(f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    fsync_dir(path.parent)
+
+
+def write_json(path: Path, value: Any, indent: int | None = 2) -> None:
+    atomic_write(path, lambda f: f.write(json.dumps(value, indent=indent).encode()))
+
+
+def save_checkpoint(path: Path, **payload: Any) -> None:
+    """``torch.save`` through :func:`atomic_write`: a crash mid-write, or a power loss, leaves
+    the previous checkpoint whole and loadable."""
+    atomic_write(path, lambda f: torch.save(payload, f))
+
+
+def save_step_table(path: Path, rows: list, columns: dict[str, np.ndarray],
+                    keep_observations: bool) -> None:
+    """One iteration's steps as a compressed ``.npz`` of columns (``np.load`` reads it)."""
+    data = {
+        "group": np.array([r.group for r in rows], np.int32),
+        "trajectory": np.array([r.trajectory for r in rows], np.int32),
+        "t": np.array([r.t for r in rows], np.int16),
+        "task_id": np.array([r.task_id for r in rows]),
+        "state_key": np.array([r.state_key for r in rows]),
+        "action": np.array([r.action for r in rows]),
+        "well_formed": np.array([r.well_formed for r in rows]),
+        "action_valid": np.array([r.action_valid for r in rows]),
+        "done": np.array([r.done for r in rows]),
+        "won": np.array([r.won for r in rows]),
+        "score": np.array([r.score for r in rows], np.float32),
+        "n_tokens": np.array([len(r.token_ids) for r in rows], np.int32),
+        "logprob_sum": np.array([sum(r.logprobs) for r in rows], np.float32),
+        **{k: np.asarray(v, np.float32) for k, v in columns.items()},
+    }
+    if keep_observations:
+        data["observation"] = np.array([r.observation for r in rows])
+    atomic_write(path, lambda f: np.savez_compressed(f, **data))
+
+
+class MetricLogger:
+    """JSONL always; TensorBoard and W&B when asked (rank 0 only).
+
+    ``start``: the iteration the run goes on from (that of the checkpoint it resumed, else 0).
+    When ``tensorboard/`` already holds events, the writer opens with ``purge_step=start + 1``:
+    its first record tells TensorBoard's readers to drop every earlier point at that step or
+    later, so iterations logged after the checkpoint by the interrupted run do not show twice.
+    (W&B keeps its own history: it ignores steps it has already seen.)
+    """
+
+    def __init__(self, cfg: TrainConfig, out: Path, enabled: bool, start: int = 0) -> None:
+        self.enabled, self.path = enabled, out / "metrics.jsonl"
+        self.tb = self.wandb = None
+        if not enabled:
+            return
+        if cfg.tensorboard:
+            try:
+                from torch.utils.tensorboard import SummaryWriter
+
+                folder = out / "tensorboard"
+                earlier = any(folder.glob("events.out.tfevents.*"))
+                self.tb = SummaryWriter(str(folder), purge_step=start + 1 if earlier else None)
+            except ImportError:
+                print("tensorboard is not installed: metrics go to metrics.jsonl only")
+        if cfg.wandb:
+            import wandb  # optional: pip install wandb
+
+            self.wandb = wandb.init(project=cfg.wandb_project, config=cfg.to_dict(),
+                                    dir=str(out), resume="allow", id=out.name)
+
+    def log(self, step: int, metrics: dict[str, Any]) -> None:
+        if not self.enabled:
+            return
+        with open(self.path, "a", encoding="utf-8") as f:
+            f.write(json.dumps({"iteration": step, **metrics}) + "\n")
+        flat = {k: v for k, v in metrics.items() if isinstance(v, (int, float))}
+        if self.tb is not None:
+            for k, v in flat.items():
+                self.tb.add_scalar(k, v, step)
+            self.tb.flush()
+        if self.wandb is not None:
+            self.wandb.log(flat, step=step)
+
+    def close(self) -> None:
+        if self.tb is not None:
+            self.tb.close()
+        if self.wandb is not None:
+            self.wandb.finish()
+
+
+def eval_metrics(summary: dict[str, Any], prefix: str = "eval/") -> dict[str, float]:
+    a = summary["all"]
+    return {f"{prefix}success": a["success"], f"{prefix}success_lo": a["success_ci95"][0],
+            f"{prefix}success_hi": a["success_ci95"][1], f"{prefix}score": a["score"],
+            f"{prefix}length": a["mean_length"], f"{prefix}episodes": a["episodes"]}
