@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 from gagpo.agents.policies.base import Policy, Request
 from gagpo.agents.react import ReActAgent
 
@@ -83,6 +84,11 @@ class StepRow:
         return out
 
 
+#: The names :meth:`StepTable.column` reads: every :class:`StepRow` field, and ``prompt``.
+COLUMNS: tuple[str, ...] = (*(f.name for f in fields(StepRow)), "prompt")
+_OBJECT_COLUMNS = frozenset({"request", "prompt", "token_ids", "logprobs", "prompt_token_ids"})
+
+
 @dataclass
 class StepTable:
     """The rows of one rollout, plus per-episode summaries."""
@@ -94,8 +100,27 @@ class StepTable:
     def __len__(self) -> int:
         return len(self.rows)
 
-    def column(self, name: str) -> np.ndarray:
-        return np.asarray([getattr(r, name) for r in self.rows])
+    def column(self, name: str, dtype: npt.DTypeLike = None) -> np.ndarray:
+        """Column ``name`` (a :class:`StepRow` field, or ``prompt``): one entry per row, in
+        row order.
+
+        Numbers and flags come back as a numeric or bool array, text as a unicode array, cast
+        to ``dtype`` when given (``column("t", np.int64)``). The list-valued columns
+        (``token_ids``, ``logprobs``, ``prompt_token_ids``, ``prompt``) and ``request`` come
+        back as a 1-d object array holding each row's own value, as does any column read with
+        ``dtype=object`` (text compared as Python compares it: a unicode array drops trailing
+        NUL characters).
+
+        Raises:
+            KeyError: ``name`` is not a column.
+        """
+        if name not in COLUMNS:
+            raise KeyError(f"no column {name!r}; the columns are {list(COLUMNS)}")
+        values = [getattr(r, name) for r in self.rows]
+        if name in _OBJECT_COLUMNS or (dtype is not None and np.dtype(dtype) == object):
+            # fromiter, not asarray: lists of one length would become a 2-d array.
+            return np.fromiter(values, dtype=object, count=len(values))
+        return np.asarray(values, dtype=dtype)
 
     def episodes(self) -> list[dict[str, Any]]:
         """One summary per trajectory: task, length, return, final score, won, failed."""

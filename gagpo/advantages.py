@@ -80,9 +80,13 @@ from typing import Any, Literal
 import numpy as np
 
 __all__ = [
+    "DEFAULT_EPISODE_STATS",
     "DEFAULT_EPSILON",
     "DEFAULT_GAMMA",
     "DEFAULT_LAM",
+    "DEFAULT_NORM",
+    "DEFAULT_OMEGA",
+    "DEFAULT_PENALTY_TARGET",
     "ESTIMATORS",
     "EPISODE_STATS",
     "NORMS",
@@ -102,15 +106,22 @@ its two reported-worse extremes, lam = 1 (G_t - V(s_t)) and lam = 0 (delta_t alo
 DEFAULT_EPSILON = 1e-6
 """Added to the standard deviation in ``"mean_std"`` normalisation."""
 
+DEFAULT_OMEGA = 1.0
+"""GiGPO's weight of the step-level advantage: A = A_E + omega * A_S."""
+
 Norm = Literal["mean_std", "mean", "none"]
 NORMS: tuple[str, ...] = ("mean_std", "mean", "none")
+DEFAULT_NORM: Norm = "mean_std"
+EpisodeStats = Literal["trajectory", "rows"]
 EPISODE_STATS: tuple[str, ...] = ("trajectory", "rows")
 """Statistics of the episode-level term: over the group's trajectories (one value each, as the
 GiGPO paper writes it) or over its step rows (as verl-agent computes it)."""
+DEFAULT_EPISODE_STATS: EpisodeStats = "trajectory"
 PENALTY_TARGETS: tuple[str, ...] = ("step", "return")
 """Where a trainer charges the invalid-action penalty: to the offending step alone (passed as
 ``penalty``; verl-agent's choice) or folded into r_t, and so into every earlier step's return
 and the episode return (see the module docstring)."""
+DEFAULT_PENALTY_TARGET = "step"
 
 
 @dataclass(frozen=True)
@@ -119,10 +130,10 @@ class Options:
 
     gamma: float = DEFAULT_GAMMA
     lam: float = DEFAULT_LAM
-    norm: Norm = "mean_std"
-    omega: float = 1.0
+    norm: Norm = DEFAULT_NORM
+    omega: float = DEFAULT_OMEGA
     epsilon: float = DEFAULT_EPSILON
-    episode_stats: Literal["trajectory", "rows"] = "trajectory"
+    episode_stats: EpisodeStats = DEFAULT_EPISODE_STATS
 
 
 # ---------------------------------------------------------------------------------------------
@@ -381,10 +392,10 @@ def compute_advantages(
     reward: Sequence[float] | np.ndarray,
     gamma: float = DEFAULT_GAMMA,
     lam: float = DEFAULT_LAM,
-    norm: Norm = "mean_std",
-    omega: float = 1.0,
+    norm: Norm = DEFAULT_NORM,
+    omega: float = DEFAULT_OMEGA,
     epsilon: float = DEFAULT_EPSILON,
-    episode_stats: Literal["trajectory", "rows"] = "trajectory",
+    episode_stats: EpisodeStats = DEFAULT_EPISODE_STATS,
     penalty: Sequence[float] | np.ndarray | None = None,
     return_details: bool = False,
 ) -> np.ndarray | tuple[np.ndarray, dict[str, Any]]:

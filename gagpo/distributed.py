@@ -12,7 +12,7 @@ Either way each rank plays its own share of the groups, so ranks run different n
 forward passes while generating. Under FSDP every forward is a collective, so rollouts run
 inside :func:`full_parameters` (the layers are gathered once and stay gathered: no collective
 until they are resharded), and the update gives every rank the same number of micro-batches
-(:func:`all_reduce_max` and padding passes in the trainer).
+(:func:`rank_micro_batches`: padding passes).
 """
 
 from __future__ import annotations
@@ -24,6 +24,8 @@ from pathlib import Path
 from typing import Any
 
 import torch
+
+from gagpo.losses import micro_batches
 
 PARALLEL_MODES = ("ddp", "fsdp")
 
@@ -104,6 +106,25 @@ def sync_gradients(model: Any, params: list[torch.Tensor], world: int) -> None:
         n = p.numel()
         p.grad = flat[offset:offset + n].view_as(p).clone()
         offset += n
+
+
+def grad_norm_clip(params: list[torch.Tensor], max_norm: float) -> float:
+    """Clip the gradients' global norm to ``max_norm``; returns the norm before clipping (over
+    all shards under FSDP)."""
+    g = torch.nn.utils.clip_grad_norm_(params, max_norm)
+    return float(g.full_tensor() if hasattr(g, "full_tensor") else g)  # a DTensor under FSDP
+
+
+def rank_micro_batches(items: list[int], lengths: list[int], budget: int, world: int,
+                       sharded: bool) -> list[list[int] | None]:
+    """``items`` cut into micro-batches of at most ``budget`` padded tokens. Under FSDP every
+    forward and backward is a collective, so each rank gets as many micro-batches as the
+    busiest one: the extra ones are None, run as zero-weight padding passes."""
+    chunks: list[list[int] | None] = [[items[j] for j in c]
+                                      for c in micro_batches(lengths, budget)]
+    if sharded:
+        chunks += [None] * (int(all_reduce_max(float(len(chunks)), world)) - len(chunks))
+    return chunks
 
 
 # ---------------------------------------------------------------------------------------------

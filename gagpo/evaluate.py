@@ -11,12 +11,17 @@ import json
 import math
 import time
 from collections import defaultdict
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from tqdm import tqdm
+
+if TYPE_CHECKING:
+    from gagpo.agents.rollout import StepTable
+    from gagpo.envs.vector import GroupVectorEnv
 
 Z95 = 1.959964
 
@@ -149,6 +154,37 @@ def held_out_lines(evals: dict[str, Any], names: dict[str, str] | None = None) -
     return lines
 
 
+def play_in_batches(policy: Any, agent: Any, tasks: Sequence[Any], *, batch: int,
+                    new_vec: Callable[[int], GroupVectorEnv],
+                    on_step: Callable[[int], None] | None = None
+                    ) -> Iterator[tuple[int, StepTable]]:
+    """One episode of each of ``tasks`` (a group of one each), ``batch`` tasks at a time:
+    yields, per batch, the index of its first task and its step table.
+
+    ``new_vec(n)`` makes the envs for a batch of ``n`` tasks; they serve every batch of that
+    size and are closed at the end (whole batches are played, so only the last batch may need
+    new ones). ``on_step(finished)`` gets the number of episodes finished so far over all the
+    tasks, after every vector step (for progress bars). Used by ``gagpo eval`` and by the
+    trainer's held-out evaluation.
+    """
+    from gagpo.agents.rollout import rollout
+
+    vec = None
+    try:
+        for start in range(0, len(tasks), batch):
+            chunk = tasks[start:start + batch]
+            if vec is None or vec.n_tasks != len(chunk):
+                if vec is not None:
+                    vec.close()
+                vec = new_vec(len(chunk))
+            progress = None if on_step is None else \
+                (lambda k, before=start: on_step(before + k))
+            yield start, rollout(policy, agent, vec, chunk, on_step=progress)
+    finally:
+        if vec is not None:
+            vec.close()
+
+
 def evaluate(
     env_id: str,
     policy_spec: PolicySpec,
@@ -167,7 +203,6 @@ def evaluate(
 
     import gagpo.envs  # noqa: F401  (registers the environments)
     from gagpo.agents.react import ReActAgent
-    from gagpo.agents.rollout import rollout
     from gagpo.envs.vector import GroupVectorEnv
 
     env_kwargs = dict(env_kwargs or {})
@@ -190,18 +225,12 @@ def evaluate(
         (out_dir / "trajectories.jsonl").write_text("")
     started = time.perf_counter()
     bar = tqdm(total=len(tasks), desc=f"eval {env_id}", unit="ep", disable=not progress)
-    vec = None
     try:
-        for start in range(0, len(tasks), batch):
-            chunk = tasks[start:start + batch]
-            if vec is None or vec.n_tasks != len(chunk):
-                if vec is not None:
-                    vec.close()
-                vec = GroupVectorEnv(env_id, len(chunk), 1, backend=backend,
-                                     env_kwargs=env_kwargs)
-            done_before = bar.n
-            table = rollout(policy, agent, vec, chunk,
-                            on_step=lambda k, base=done_before: bar.update(base + k - bar.n))
+        for start, table in play_in_batches(
+                policy, agent, tasks, batch=batch,
+                new_vec=lambda n: GroupVectorEnv(env_id, n, 1, backend=backend,
+                                                 env_kwargs=env_kwargs),
+                on_step=lambda done: bar.update(done - bar.n)):
             all_episodes.extend(table.episodes())
             if out_dir:
                 with open(out_dir / "trajectories.jsonl", "a", encoding="utf-8") as f:
@@ -210,8 +239,6 @@ def evaluate(
                         f.write(json.dumps(row, ensure_ascii=False) + "\n")
     finally:
         bar.close()
-        if vec is not None:
-            vec.close()
     rows = summarise(all_episodes)
     summary = {
         "env": env_id, "label": label, "policy": policy_spec.__dict__, "split": split,

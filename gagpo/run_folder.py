@@ -22,7 +22,48 @@ import torch
 from gagpo.train_config import RESUME_MAY_CHANGE
 
 if TYPE_CHECKING:
+    from gagpo.agents.rollout import StepTable
     from gagpo.train_config import TrainConfig
+
+
+def earlier_run(out: Path) -> list[str]:
+    """What an earlier run's iterations left in ``out`` (empty when nothing; a ``config.json``
+    alone is a run that stopped before its first iteration, with nothing to lose)."""
+    found = [p.name for p in (out / "checkpoint.pt", out / "metrics.jsonl") if p.exists()]
+    steps = out / "steps"
+    if steps.is_dir() and any(steps.iterdir()):
+        found.append("step tables")
+    return found
+
+
+def prepare_run_folder(out: Path, cfg: TrainConfig, state: dict | None) -> None:
+    """Make ``out`` hold exactly the run up to where it goes on from (rank 0).
+
+    Resuming (``state``): what the interrupted run logged past the checkpoint is cut
+    (:func:`cut_run`; TensorBoard by the logger), ``evals.json`` is the checkpoint's, and
+    ``config.json`` keeps the run's first settings (changes go to ``config_changes.jsonl``).
+    Starting (``--overwrite``, or ``--resume`` finding no checkpoint): an earlier run's files
+    there are replaced, and said so.
+    """
+    (out / "steps").mkdir(parents=True, exist_ok=True)
+    if state is not None:
+        cut_run(out, state["iteration"])
+        if state["evals"]:
+            write_json(out / "evals.json", state["evals"], indent=1)
+        else:
+            (out / "evals.json").unlink(missing_ok=True)
+        if not (out / "config.json").exists():
+            write_json(out / "config.json", state["config"])
+        return
+    if cfg.resume:
+        print(f"note: {out} holds no checkpoint: --resume starts from iteration 0")
+    earlier = earlier_run(out)
+    if earlier:
+        print(f"note: {out} holds an earlier run ({', '.join(earlier)}); the new run replaces it")
+        cut_run(out, 0)
+        for name in ("checkpoint.pt", "evals.json", "config_changes.jsonl"):
+            (out / name).unlink(missing_ok=True)
+    write_json(out / "config.json", cfg.to_dict())
 
 
 def record_config_changes(out: Path, iteration: int, diffs: dict[str, tuple[Any, Any]]) -> None:
@@ -134,27 +175,23 @@ def save_checkpoint(path: Path, **payload: Any) -> None:
     atomic_write(path, lambda f: torch.save(payload, f))
 
 
-def save_step_table(path: Path, rows: list, columns: dict[str, np.ndarray],
+def save_step_table(path: Path, table: StepTable, columns: dict[str, np.ndarray],
                     keep_observations: bool) -> None:
-    """One iteration's steps as a compressed ``.npz`` of columns (``np.load`` reads it)."""
+    """One iteration's steps (``table``, plus the trainer's per-row ``columns`` as float32) as
+    a compressed ``.npz`` of columns (``np.load`` reads it)."""
     data = {
-        "group": np.array([r.group for r in rows], np.int32),
-        "trajectory": np.array([r.trajectory for r in rows], np.int32),
-        "t": np.array([r.t for r in rows], np.int16),
-        "task_id": np.array([r.task_id for r in rows]),
-        "state_key": np.array([r.state_key for r in rows]),
-        "action": np.array([r.action for r in rows]),
-        "well_formed": np.array([r.well_formed for r in rows]),
-        "action_valid": np.array([r.action_valid for r in rows]),
-        "done": np.array([r.done for r in rows]),
-        "won": np.array([r.won for r in rows]),
-        "score": np.array([r.score for r in rows], np.float32),
-        "n_tokens": np.array([len(r.token_ids) for r in rows], np.int32),
-        "logprob_sum": np.array([sum(r.logprobs) for r in rows], np.float32),
+        "group": table.column("group", np.int32),
+        "trajectory": table.column("trajectory", np.int32),
+        "t": table.column("t", np.int16),
+        **{name: table.column(name) for name in ("task_id", "state_key", "action",
+                                                  "well_formed", "action_valid", "done", "won")},
+        "score": table.column("score", np.float32),
+        "n_tokens": np.array([len(ids) for ids in table.column("token_ids")], np.int32),
+        "logprob_sum": np.array([sum(lp) for lp in table.column("logprobs")], np.float32),
         **{k: np.asarray(v, np.float32) for k, v in columns.items()},
     }
     if keep_observations:
-        data["observation"] = np.array([r.observation for r in rows])
+        data["observation"] = table.column("observation")
     atomic_write(path, lambda f: np.savez_compressed(f, **data))
 
 

@@ -22,14 +22,21 @@ from pathlib import Path
 from typing import Any
 
 from gagpo.advantages import (
+    DEFAULT_EPISODE_STATS,
     DEFAULT_GAMMA,
     DEFAULT_LAM,
+    DEFAULT_NORM,
+    DEFAULT_OMEGA,
+    DEFAULT_PENALTY_TARGET,
     EPISODE_STATS,
     ESTIMATORS,
     NORMS,
     PENALTY_TARGETS,
 )
-from gagpo.losses import AGGREGATIONS, RATIO_LEVELS, check_dual_clip
+from gagpo.distributed import PARALLEL_MODES
+from gagpo.losses import AGGREGATIONS, RATIO_LEVELS, LossConfig, check_dual_clip
+
+_LOSS = LossConfig()  # the loss's defaults are the trainer's
 
 
 def arg(default: Any, help: str, **kw: Any) -> Any:  # noqa: A002  (argparse's word)
@@ -54,7 +61,7 @@ class TrainConfig:
     ray_address: str | None = arg(None, "Ray cluster address for backend=ray (None: local)")
     parallel: str = arg("ddp", "under torchrun: ddp (each rank a whole model, gradients "
                                "all-reduced) or fsdp (parameters, gradients and optimizer "
-                               "state sharded, FSDP2)", choices=["ddp", "fsdp"])
+                               "state sharded, FSDP2)", choices=list(PARALLEL_MODES))
     # --- model and policy ---------------------------------------------------------------------
     model: str = arg("tiny", "tiny | smollm2-135m | a Hugging Face id or local folder")
     mode: str = arg("generate", "generate replies, or score the admissible actions",
@@ -91,9 +98,10 @@ class TrainConfig:
     invalid_penalty: float = arg(0.1, "subtracted from a step whose action was malformed or "
                                       "rejected")
     invalid_penalty_target: str = arg(
-        "step", "where the invalid penalty goes: step (that step alone, as verl-agent: its "
-                "episode score and step return, or GAGPO's advantage) or return (folded into "
-                "its reward, so it also lowers every earlier step's return and the episode's)",
+        DEFAULT_PENALTY_TARGET,
+        "where the invalid penalty goes: step (that step alone, as verl-agent: its episode score "
+        "and step return, or GAGPO's advantage) or return (folded into its reward, so it also "
+        "lowers every earlier step's return and the episode's)",
         choices=list(PENALTY_TARGETS))
     state_grouping: str = arg("state_key", "what makes two steps share a state: the env's "
                                            "state_key or the observation text (GiGPO)",
@@ -101,22 +109,25 @@ class TrainConfig:
     # --- advantages ---------------------------------------------------------------------------
     gamma: float = arg(DEFAULT_GAMMA, "discount of returns and TD residuals")
     lam: float = arg(DEFAULT_LAM, "GAGPO's GAE lambda (value unknown in the paper)")
-    norm: str = arg("mean_std", "group normalisation of advantages", choices=list(NORMS))
-    omega: float = arg(1.0, "GiGPO's weight of the step-level advantage")
-    episode_stats: str = arg("trajectory", "mean and std of the episode-level term (GRPO, "
-                                           "GiGPO) over the group's trajectories (the GiGPO "
-                                           "paper) or over its step rows (verl-agent's code)",
-                             choices=list(EPISODE_STATS))
+    norm: str = arg(DEFAULT_NORM, "group normalisation of advantages", choices=list(NORMS))
+    omega: float = arg(DEFAULT_OMEGA, "GiGPO's weight of the step-level advantage")
+    episode_stats: str = arg(
+        DEFAULT_EPISODE_STATS,
+        "mean and std of the episode-level term (GRPO, GiGPO) over the group's trajectories (the "
+        "GiGPO paper) or over its step rows (verl-agent's code)",
+        choices=list(EPISODE_STATS))
     # --- loss ---------------------------------------------------------------------------------
     ratio_level: str | None = arg(None, "importance ratio per token or per action (default: "
                                         "action for gagpo, token otherwise)",
                                   choices=list(RATIO_LEVELS))
-    clip_eps: float = arg(0.2, "PPO clip range")
-    clip_eps_high: float | None = arg(None, "upper clip range (default: clip_eps)")
-    dual_clip: float | None = arg(3.0, "dual-clip constant c > 1 for negative advantages "
-                                       "(None: off)")
-    kl_coef: float = arg(0.01, "weight of the low-variance KL to the reference policy (0: off)")
-    entropy_coef: float = arg(0.001, "entropy bonus (0: off)")
+    clip_eps: float = arg(_LOSS.clip_eps, "PPO clip range")
+    clip_eps_high: float | None = arg(_LOSS.clip_eps_high,
+                                      "upper clip range (default: clip_eps)")
+    dual_clip: float | None = arg(_LOSS.dual_clip, "dual-clip constant c > 1 for negative "
+                                                   "advantages (None: off)")
+    kl_coef: float = arg(_LOSS.kl_coef, "weight of the low-variance KL to the reference policy "
+                                        "(0: off)")
+    entropy_coef: float = arg(_LOSS.entropy_coef, "entropy bonus (0: off)")
     aggregation: str | None = arg(None, "loss aggregation: token-mean (every token weighs the "
                                         "same) or seq-mean (every action does) (default: "
                                         "seq-mean for gagpo, token-mean otherwise)",

@@ -9,6 +9,10 @@ never straddle ranks, so advantages stay local) and gradients are summed over ra
 (``--parallel ddp``) or sharded with the parameters and optimizer state (``--parallel fsdp``);
 see :mod:`gagpo.distributed`. ``gagpo train --help`` lists the arguments
 (:class:`gagpo.train_config.TrainConfig`).
+
+Elsewhere: the behaviour-cloning warm start (:mod:`gagpo.warm_start`), the vLLM rollout engine
+(:mod:`gagpo.vllm_engine`), the evaluation loop (:mod:`gagpo.evaluate`) and the run's folder:
+checkpoints, step tables, metrics (:mod:`gagpo.run_folder`).
 """
 
 from __future__ import annotations
@@ -18,35 +22,39 @@ import copy
 import hashlib
 import random
 import time
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
 
 from gagpo.advantages import compute_advantages
 from gagpo.distributed import (
-    all_reduce_max,
     all_reduce_sum,
     full_parameters,
     full_state,
     gather_objects,
+    grad_norm_clip,
     is_sharded,
     load_full_state,
     load_optimizer_state,
     loss_scale,
     optimizer_state,
+    rank_micro_batches,
     save_pretrained,
     setup_distributed,
     shard_model,
     shutdown_distributed,
     sync_gradients,
 )
+from gagpo.evaluate import play_in_batches, summarise
 from gagpo.losses import LossConfig, micro_batches, policy_loss, reply_logprobs, right_align
 from gagpo.run_folder import (
     MetricLogger,
-    cut_run,
+    earlier_run,
     eval_metrics,
+    prepare_run_folder,
     record_config_changes,
     rng_state,
     save_checkpoint,
@@ -55,6 +63,11 @@ from gagpo.run_folder import (
     write_json,
 )
 from gagpo.train_config import TrainConfig, check_resume, resume_differences
+from gagpo.vllm_engine import engine_settings, make_vllm_engine, sync_engine
+from gagpo.warm_start import behaviour_cloning, expert_demonstrations, imitates_expert
+
+if TYPE_CHECKING:
+    from gagpo.agents.rollout import StepTable
 
 # ---------------------------------------------------------------------------------------------
 # Set-up: processes, model, policy.
@@ -99,57 +112,6 @@ def make_policy(model: Any, tokenizer: Any, cfg: TrainConfig, *, temperature: fl
                               length_normalize=cfg.length_normalize)
 
 
-def make_vllm_engine(cfg: TrainConfig, tokenizer: Any, *, seed: int,
-                     amp: torch.dtype | None = None) -> Any:
-    """The vLLM policy that samples training rollouts (``--generation vllm``).
-
-    The engine computes in the trainer's precision (bf16 under autocast, else float32), unless
-    ``--vllm-kwargs`` names a ``dtype``: vLLM's own ``"auto"`` would run a float32 checkpoint
-    in half precision, and every sampled log-prob would then drift from the trainer's.
-    """
-    if cfg.mode != "generate":
-        raise ValueError("--generation vllm samples replies: it needs --mode generate")
-    from gagpo.agents.policies.vllm import VLLMPolicy
-
-    kwargs = {"dtype": "bfloat16" if amp == torch.bfloat16 else "float32", **cfg.vllm_kwargs}
-    return VLLMPolicy(cfg.model, tokenizer, temperature=cfg.temperature, top_p=cfg.top_p,
-                      max_new_tokens=cfg.max_new_tokens, seed=seed, stop=("</action>",),
-                      gpu_memory_utilization=cfg.vllm_gpu_memory, **kwargs)
-
-
-@contextlib.contextmanager
-def merged_weights(model: Any):
-    """The trained model's weights under their transformers names, LoRA adapters merged in
-    (and taken out again on exit), FSDP shards gathered: what an inference engine loads."""
-    with full_parameters(model), torch.no_grad():
-        if not hasattr(model, "merge_adapter"):
-            yield list(model.named_parameters())
-            return
-        model.merge_adapter()
-        try:
-            yield [(name.replace(".base_layer", ""), p)
-                   for name, p in model.get_base_model().named_parameters() if "lora_" not in name]
-        finally:
-            model.unmerge_adapter()
-
-
-def sync_engine(engine: Any, model: Any) -> None:
-    """Push the trained model's current weights into the rollout engine."""
-    with merged_weights(model) as weights:
-        engine.load_weights(weights)
-
-
-@contextlib.contextmanager
-def engine_settings(engine: Any, temperature: float, seed: int):
-    """Evaluate with the rollout engine without moving its random stream."""
-    saved = engine.temperature, engine.seed, engine.requests_made
-    engine.temperature, engine.seed, engine.requests_made = temperature, seed, 0
-    try:
-        yield engine
-    finally:
-        engine.temperature, engine.seed, engine.requests_made = saved
-
-
 class TimedPolicy:
     """Wraps a policy to count the seconds and tokens spent generating."""
 
@@ -192,46 +154,85 @@ def split_tasks(cfg: TrainConfig, split: str) -> list:
 
 
 # ---------------------------------------------------------------------------------------------
-# Rewards and the batch of actions to train on.
+# Rewards, advantages and the batch of actions to train on: functions of the step table.
 
 
-def env_rewards(rows: list, cfg: TrainConfig) -> np.ndarray:
+def valid_actions(table: StepTable) -> np.ndarray:
+    """Per step: the reply was well formed and the env accepted its action."""
+    return table.column("well_formed", bool) & table.column("action_valid", bool)
+
+
+def env_rewards(table: StepTable, cfg: TrainConfig) -> np.ndarray:
     """``reward_scale`` x success (or x the env's score) on an episode's last step, else 0."""
-    r = np.zeros(len(rows))
-    for i, row in enumerate(rows):
-        if row.done:
-            r[i] = cfg.reward_scale * (float(row.won) if cfg.reward == "success" else row.score)
-    return r
+    end = table.column("won" if cfg.reward == "success" else "score", np.float64)
+    return np.where(table.column("done", bool), cfg.reward_scale * end, 0.0)
 
 
-def invalid_penalties(rows: list, cfg: TrainConfig) -> np.ndarray:
+def invalid_penalties(table: StepTable, cfg: TrainConfig) -> np.ndarray:
     """``invalid_penalty`` on steps whose action was malformed or rejected, else 0."""
-    return np.array([0.0 if row.well_formed and row.action_valid else cfg.invalid_penalty
-                     for row in rows], dtype=np.float64).reshape(-1)
+    return np.where(valid_actions(table), 0.0, cfg.invalid_penalty)
 
 
-def step_rewards(rows: list, cfg: TrainConfig) -> np.ndarray:
+def step_rewards(table: StepTable, cfg: TrainConfig) -> np.ndarray:
     """r_t with the penalty folded in (``--invalid-penalty-target return``): the env's reward
     minus ``invalid_penalty`` on steps whose action was malformed or rejected."""
-    return env_rewards(rows, cfg) - invalid_penalties(rows, cfg)
+    return env_rewards(table, cfg) - invalid_penalties(table, cfg)
 
 
-def rewards_and_penalties(rows: list, cfg: TrainConfig) -> tuple[np.ndarray, np.ndarray]:
+def rewards_and_penalties(table: StepTable, cfg: TrainConfig) -> tuple[np.ndarray, np.ndarray]:
     """What the estimator gets: r_t, and the amount charged to each step alone (the penalty
     under ``--invalid-penalty-target step``; 0 under ``return``, where r_t holds it)."""
     if cfg.invalid_penalty_target == "return":
-        return step_rewards(rows, cfg), np.zeros(len(rows))
-    return env_rewards(rows, cfg), invalid_penalties(rows, cfg)
+        return step_rewards(table, cfg), np.zeros(len(table))
+    return env_rewards(table, cfg), invalid_penalties(table, cfg)
 
 
-def advantages_of(rows: list, rewards: np.ndarray, cfg: TrainConfig,
+def advantages_of(table: StepTable, rewards: np.ndarray, cfg: TrainConfig,
                   penalty: np.ndarray | None = None) -> tuple[np.ndarray, dict]:
-    keys = [r.state_key if cfg.state_grouping == "state_key" else r.observation for r in rows]
+    """One advantage per step (``cfg.algo``), and the estimator's details (returns, values,
+    step-group sizes)."""
+    # object: state keys and observations compared as Python compares the texts.
+    keys = table.column("state_key" if cfg.state_grouping == "state_key" else "observation",
+                        object)
     return compute_advantages(
-        cfg.algo, group=[r.group for r in rows], trajectory=[r.trajectory for r in rows],
-        step=np.asarray([r.t for r in rows], dtype=np.int64), key=keys, reward=rewards,
+        cfg.algo, group=table.column("group"), trajectory=table.column("trajectory"),
+        step=table.column("t", np.int64), key=keys, reward=rewards,
         gamma=cfg.gamma, lam=cfg.lam, norm=cfg.norm, omega=cfg.omega,
         episode_stats=cfg.episode_stats, penalty=penalty, return_details=True)
+
+
+def training_batch(table: StepTable, adv: np.ndarray) -> dict[str, list]:
+    """The actions to train on: every step whose policy gave its prompt's and reply's tokens,
+    with the reply's sampling log-probs (a copy: the update may replace them) and advantage."""
+    prompts, replies = table.column("prompt_token_ids"), table.column("token_ids")
+    logprobs = table.column("logprobs")
+    idx = [i for i in range(len(table)) if replies[i] and prompts[i]]
+    return {"prompt": [prompts[i] for i in idx], "reply": [replies[i] for i in idx],
+            "old_logp": [list(logprobs[i]) for i in idx], "adv": [float(adv[i]) for i in idx]}
+
+
+# ---------------------------------------------------------------------------------------------
+# The policy update.
+
+
+@dataclass(frozen=True)
+class UpdateStats:
+    """What one :func:`update` measured; the trainer logs each field as ``loss/<name>``."""
+
+    pg_loss: float
+    """Clipped policy-gradient loss, per token."""
+    kl: float
+    """Low-variance KL to the reference policy, per token."""
+    entropy: float
+    """Entropy of the policy, per token."""
+    clip_frac: float
+    """Share of tokens whose ratio was clipped."""
+    ratio_mean: float
+    """Mean importance ratio pi / pi_old, per token."""
+    grad_norm: float
+    """Gradient norm before clipping, mean over the optimizer steps."""
+    padded_tokens: float
+    """Tokens the forward passes ran on, padding included."""
 
 
 @contextlib.contextmanager
@@ -244,26 +245,9 @@ def reference_weights(model: Any, ref_model: Any | None):
             yield model
 
 
-def rank_micro_batches(items: list[int], lengths: list[int], budget: int, world: int,
-                       sharded: bool) -> list[list[int] | None]:
-    """``items`` cut into micro-batches of at most ``budget`` padded tokens. Under FSDP every
-    forward and backward is a collective, so each rank gets as many micro-batches as the
-    busiest one: the extra ones are None, run as zero-weight padding passes."""
-    chunks: list[list[int] | None] = [[items[j] for j in c]
-                                      for c in micro_batches(lengths, budget)]
-    if sharded:
-        chunks += [None] * (int(all_reduce_max(float(len(chunks)), world)) - len(chunks))
-    return chunks
-
-
-def grad_norm_clip(params: list[torch.Tensor], max_norm: float) -> float:
-    g = torch.nn.utils.clip_grad_norm_(params, max_norm)
-    return float(g.full_tensor() if hasattr(g, "full_tensor") else g)  # a DTensor under FSDP
-
-
 def update(model: Any, ref_model: Any | None, optimizer: torch.optim.Optimizer, batch: dict,
            cfg: TrainConfig, *, world: int, epoch_seed: int, amp: torch.dtype | None,
-           pad_id: int) -> dict[str, float]:
+           pad_id: int) -> UpdateStats:
     """``ppo_epochs`` passes of ``num_minibatches`` optimizer steps over the batch; each
     minibatch is cut into micro-batches (gradient accumulation) that fit
     ``micro_batch_tokens``."""
@@ -325,12 +309,12 @@ def update(model: Any, ref_model: Any | None, optimizer: torch.optim.Optimizer, 
             optimizer.step()
     steps = cfg.ppo_epochs * cfg.num_minibatches
     tok = max(totals.get("tokens", 0.0), 1.0)
-    return {"pg_loss": totals.get("pg", 0.0) / tok, "kl": totals.get("kl", 0.0) / tok,
-            "entropy": totals.get("entropy", 0.0) / tok,
-            "clip_frac": totals.get("clip_frac", 0.0) / tok,
-            "ratio_mean": totals.get("ratio", 0.0) / tok,
-            "grad_norm": totals.get("grad_norm", 0.0) / steps,
-            "padded_tokens": float(tokens_seen)}
+    return UpdateStats(pg_loss=totals.get("pg", 0.0) / tok, kl=totals.get("kl", 0.0) / tok,
+                       entropy=totals.get("entropy", 0.0) / tok,
+                       clip_frac=totals.get("clip_frac", 0.0) / tok,
+                       ratio_mean=totals.get("ratio", 0.0) / tok,
+                       grad_norm=totals.get("grad_norm", 0.0) / steps,
+                       padded_tokens=float(tokens_seen))
 
 
 def recompute_old_logprobs(model: Any, batch: dict, cfg: TrainConfig, amp, pad_id: int
@@ -357,82 +341,16 @@ def recompute_old_logprobs(model: Any, batch: dict, cfg: TrainConfig, amp, pad_i
 
 
 # ---------------------------------------------------------------------------------------------
-# Behaviour-cloning warm start on a scripted teacher (the expert or the rule baseline).
-
-
-def expert_demonstrations(cfg: TrainConfig, policy: Any, agent: Any, tasks: list) -> list:
-    """``(prompt ids, reply ids)`` of every step of the teacher's episodes (the expert's:
-    only its won ones), the reply written as the policy writes it (score mode:
-    ``reply_template`` filled, then EOS)."""
-    from gagpo.agents.rollout import rollout
-
-    tok = policy.tokenizer
-    expert = cfg.bc_teacher == "expert"
-    from gagpo.agents.policies.scripted import ExpertPolicy, RuleBaselinePolicy
-
-    teacher = (ExpertPolicy(search_with_instruction=cfg.mode == "score") if expert
-               else RuleBaselinePolicy(options=cfg.bc_teacher == "rule_options"))
-    vec = make_vec(cfg, len(tasks), 1, env_kwargs(cfg, cfg.train_split, expert=expert))
-    try:
-        table = rollout(teacher, agent, vec, tasks)
-    finally:
-        vec.close()
-    won = {e["trajectory"] for e in table.episodes() if e["won"] or not expert}
-    demos = []
-    for row in table.rows:
-        if row.trajectory in won:
-            text = policy.reply_template.replace("{action}", row.action) \
-                if cfg.mode == "score" else row.reply
-            ids = list(tok(text, add_special_tokens=False)["input_ids"]) + [tok.eos_token_id]
-            demos.append((policy.prompt_ids(row.prompt), ids))
-    return demos
-
-
-def behaviour_cloning(model: Any, demos: list, cfg: TrainConfig, *, world: int,
-                      amp: torch.dtype | None, pad_id: int) -> float:
-    """Maximise log pi(expert reply | prompt), token-mean, ``bc_epochs`` passes; returns the
-    last batch's mean negative log-likelihood."""
-    params = [p for p in model.parameters() if p.requires_grad]
-    sharded, scale = is_sharded(model), loss_scale(model, world)
-    opt = torch.optim.AdamW(params, lr=cfg.bc_lr, weight_decay=0.0)
-    gen = torch.Generator().manual_seed(cfg.seed + 7)
-    nll = float("nan")
-    # Ranks hold different numbers of demonstrations; all take as many optimizer steps.
-    steps = int(all_reduce_max(float(-(-len(demos) // cfg.bc_batch)), world))
-    for _ in range(cfg.bc_epochs):
-        order = torch.randperm(len(demos), generator=gen).tolist()
-        for step in range(steps):
-            idx = order[step * cfg.bc_batch:(step + 1) * cfg.bc_batch]
-            denom = all_reduce_sum(float(sum(len(demos[i][1]) for i in idx)), world)
-            opt.zero_grad(set_to_none=True)
-            lengths = [len(demos[i][0]) + len(demos[i][1]) for i in idx]
-            total = 0.0
-            for sub in rank_micro_batches(idx, lengths, cfg.micro_batch_tokens, world, sharded):
-                pairs = [demos[i] for i in sub] if sub is not None else [([pad_id], [pad_id])]
-                logp, mask, _ = reply_logprobs(model, [p for p, _ in pairs],
-                                               [r for _, r in pairs], pad_id=pad_id,
-                                               autocast_dtype=amp)
-                loss = -(logp * mask).sum() / max(denom, 1.0)
-                (loss * (sub is not None) * scale).backward()
-                total += float(loss.detach()) if sub is not None else 0.0
-            sync_gradients(model, params, world)
-            grad_norm_clip(params, 1.0)
-            opt.step()
-            nll = total
-    return nll
-
-
-# ---------------------------------------------------------------------------------------------
 # Evaluation on the held-out split (sharded over ranks).
 
 
-def evaluate_policy(model: Any, tokenizer: Any, cfg: TrainConfig, agent: Any, tasks: list, *,
-                    rank: int, world: int, amp: torch.dtype | None,
-                    engine: Any = None) -> dict[str, Any]:
-    """Success and score per task type (Wilson / normal 95% intervals) on ``tasks``."""
-    from gagpo.agents.rollout import rollout
-    from gagpo.evaluate import summarise
-
+def evaluate_model(model: Any, tokenizer: Any, cfg: TrainConfig, agent: Any, tasks: list, *,
+                   rank: int, world: int, amp: torch.dtype | None,
+                   engine: Any = None) -> dict[str, Any]:
+    """Success and score per task type (Wilson / normal 95% intervals) on ``tasks``, played at
+    ``eval_temperature`` by the model (or by the rollout engine, given the model's weights):
+    each rank plays its share (:func:`gagpo.evaluate.play_in_batches`), the summary is over
+    all of them."""
     mine = tasks[rank::world]
     # A private, fixed seed: evaluating never moves the training run's random streams.
     seed = cfg.seed + 1_000_003 * (rank + 1)
@@ -445,70 +363,71 @@ def evaluate_policy(model: Any, tokenizer: Any, cfg: TrainConfig, agent: Any, ta
     else:
         settings = contextlib.nullcontext(
             make_policy(model, tokenizer, cfg, temperature=cfg.eval_temperature, seed=seed))
+    device_type = next(model.parameters()).device.type
     with settings as policy, torch.no_grad(), full_parameters(model), \
-            torch.autocast(_device_type(model), dtype=amp or torch.bfloat16,
-                           enabled=amp is not None):
-        for start in range(0, len(mine), cfg.eval_batch):
-            chunk = mine[start:start + cfg.eval_batch]
-            vec = make_vec(cfg, len(chunk), 1, env_kwargs(cfg, cfg.resolved_eval_split()))
-            try:
-                episodes += rollout(policy, agent, vec, chunk).episodes()
-            finally:
-                vec.close()
+            torch.autocast(device_type, dtype=amp or torch.bfloat16, enabled=amp is not None):
+        for _, table in play_in_batches(
+                policy, agent, mine, batch=cfg.eval_batch,
+                new_vec=lambda n: make_vec(cfg, n, 1, env_kwargs(cfg, cfg.resolved_eval_split()))):
+            episodes += table.episodes()
     model.train(was_training)
-    if world > 1:
-        gathered: list[Any] = [None] * world
-        torch.distributed.all_gather_object(gathered, episodes)
-        episodes = [e for part in gathered for e in part]
-    return summarise(episodes)
+    return summarise([e for part in gather_objects(episodes, world) for e in part])
 
 
-def _device_type(model: Any) -> str:
-    return next(model.parameters()).device.type
+# ---------------------------------------------------------------------------------------------
+# An iteration's metrics, over all ranks.
+
+
+@dataclass(frozen=True)
+class RankStats:
+    """One rank's share of an iteration: what the metrics are made of (gathered over ranks)."""
+
+    episodes: list[dict[str, Any]]
+    """:meth:`StepTable.episodes` of the rank's rollout (lost episodes included)."""
+    advantages: list[float]
+    """The advantage of each step trained on (lost episodes excluded, as below)."""
+    steps: int
+    shared_steps: int
+    """Steps whose step group (same group, same state) holds more than one step."""
+    invalid_steps: int
+    """Steps whose reply was malformed or whose action the env rejected."""
+    update: UpdateStats
+    logprob_gap: tuple[float, int] | None
+    """Sum of |sampler log-prob - trainer log-prob| and tokens compared; None when the
+    trainer kept the sampler's log-probs."""
+
+
+def iteration_metrics(parts: list[RankStats], mine: RankStats, timed: TimedPolicy,
+                      t_rollout: float, t_update: float) -> dict[str, float]:
+    """The metrics of an iteration: training episodes, advantages and the update over all
+    ranks (``parts``); throughput and time of this rank (``mine``)."""
+    episodes = [e for p in parts for e in p.episodes]
+    all_adv = np.asarray([a for p in parts for a in p.advantages])
+    n_rows = max(sum(p.steps for p in parts), 1)
+    q75, q25 = np.percentile(all_adv, [75, 25]) if len(all_adv) else (0.0, 0.0)
+    metrics = {
+        "train/success": float(np.mean([e["won"] for e in episodes])),
+        "train/score": float(np.mean([e["score"] for e in episodes])),
+        "train/episode_length": float(np.mean([e["length"] for e in episodes])),
+        "train/invalid_rate": sum(p.invalid_steps for p in parts) / n_rows,
+        "adv/std": float(all_adv.std()), "adv/iqr": float(q75 - q25),
+        "adv/abs_mean": float(np.abs(all_adv).mean()) if len(all_adv) else 0.0,
+        "state/shared_fraction": sum(p.shared_steps for p in parts) / n_rows,
+        **{f"loss/{f.name}": float(np.mean([getattr(p.update, f.name) for p in parts]))
+           for f in fields(UpdateStats)},
+        "perf/gen_tokens_per_s": timed.tokens / max(timed.seconds, 1e-9),
+        "perf/update_tokens_per_s": mine.update.padded_tokens / max(t_update, 1e-9),
+        "time/generation": timed.seconds, "time/env": t_rollout - timed.seconds,
+        "time/update": t_update, "steps": n_rows,
+    }
+    if mine.logprob_gap is not None:  # mean |log pi_sampler - log pi_trainer| per reply token
+        compared = sum(p.logprob_gap[1] for p in parts)
+        metrics["rollout/logprob_gap"] = sum(p.logprob_gap[0] for p in parts) / max(compared, 1)
+    return metrics
 
 
 # ---------------------------------------------------------------------------------------------
 # The loop.
-
-
-def earlier_run(out: Path) -> list[str]:
-    """What an earlier run's iterations left in ``out`` (empty when nothing; a ``config.json``
-    alone is a run that stopped before its first iteration, with nothing to lose)."""
-    found = [p.name for p in (out / "checkpoint.pt", out / "metrics.jsonl") if p.exists()]
-    steps = out / "steps"
-    if steps.is_dir() and any(steps.iterdir()):
-        found.append("step tables")
-    return found
-
-
-def prepare_run_folder(out: Path, cfg: TrainConfig, state: dict | None) -> None:
-    """Make ``out`` hold exactly the run up to where it goes on from (rank 0).
-
-    Resuming (``state``): what the interrupted run logged past the checkpoint is cut
-    (:func:`gagpo.run_folder.cut_run`; TensorBoard by the logger), ``evals.json`` is the
-    checkpoint's, and ``config.json`` keeps the run's first settings (changes go to
-    ``config_changes.jsonl``). Starting (``--overwrite``, or ``--resume`` finding no
-    checkpoint): an earlier run's files there are replaced, and said so.
-    """
-    (out / "steps").mkdir(parents=True, exist_ok=True)
-    if state is not None:
-        cut_run(out, state["iteration"])
-        if state["evals"]:
-            write_json(out / "evals.json", state["evals"], indent=1)
-        else:
-            (out / "evals.json").unlink(missing_ok=True)
-        if not (out / "config.json").exists():
-            write_json(out / "config.json", state["config"])
-        return
-    if cfg.resume:
-        print(f"note: {out} holds no checkpoint: --resume starts from iteration 0")
-    earlier = earlier_run(out)
-    if earlier:
-        print(f"note: {out} holds an earlier run ({', '.join(earlier)}); the new run replaces it")
-        cut_run(out, 0)
-        for name in ("checkpoint.pt", "evals.json", "config_changes.jsonl"):
-            (out / name).unlink(missing_ok=True)
-    write_json(out / "config.json", cfg.to_dict())
 
 
 def train(cfg: TrainConfig) -> dict[str, Any]:
@@ -564,8 +483,8 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
     evals: dict[str, Any] = {}
 
     def run_eval(name: str) -> dict[str, Any]:
-        summary = evaluate_policy(model, tokenizer, cfg, agent, eval_tasks, rank=rank,
-                                  world=world, amp=amp, engine=engine)
+        summary = evaluate_model(model, tokenizer, cfg, agent, eval_tasks, rank=rank,
+                                 world=world, amp=amp, engine=engine)
         evals[name] = summary
         return summary
 
@@ -587,7 +506,9 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
             run_eval("before")
         if cfg.bc_episodes > 0:  # warm start; GAGPO's reference policy is the warm model
             mine = train_tasks[rank:cfg.bc_episodes:world]
-            demos = expert_demonstrations(cfg, policy, agent, mine)
+            teacher_kwargs = env_kwargs(cfg, cfg.train_split, expert=imitates_expert(cfg))
+            with make_vec(cfg, len(mine), 1, teacher_kwargs) as teacher_envs:
+                demos = expert_demonstrations(cfg, policy, agent, mine, teacher_envs)
             model.train()
             nll = behaviour_cloning(model, demos, cfg, world=world, amp=amp, pad_id=pad_id)
             evals["bc"] = {"demonstration_steps": len(demos), "final_nll": nll}
@@ -631,15 +552,11 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
                 table = rollout(timed, agent, vec, tasks, seeds=[seeds[g] for g in my_groups])
             t_rollout = time.perf_counter() - t0
 
-            # Rewards and advantages (pure functions of the step table).
-            rows = [r for r in table.rows if not r.failed]
-            rewards, penalty = rewards_and_penalties(rows, cfg)
-            adv, details = advantages_of(rows, rewards, cfg, penalty)
-            train_idx = [i for i, r in enumerate(rows) if r.token_ids and r.prompt_token_ids]
-            batch = {"prompt": [rows[i].prompt_token_ids for i in train_idx],
-                     "reply": [rows[i].token_ids for i in train_idx],
-                     "old_logp": [list(rows[i].logprobs) for i in train_idx],
-                     "adv": [float(adv[i]) for i in train_idx]}
+            # Rewards and advantages (pure functions of the steps; lost episodes left out).
+            steps = replace(table, rows=[r for r in table.rows if not r.failed])
+            rewards, penalty = rewards_and_penalties(steps, cfg)
+            adv, details = advantages_of(steps, rewards, cfg, penalty)
+            batch = training_batch(steps, adv)
 
             # The policy update.
             t1 = time.perf_counter()
@@ -653,33 +570,15 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
             t_update = time.perf_counter() - t1
 
             # Metrics (over all ranks), the step table, the checkpoint, evaluation.
-            shared = (details["state_group_size"] > 1).sum()
-            invalid = sum(not (r.well_formed and r.action_valid) for r in rows)
-            parts = gather_objects((table.episodes(), adv.tolist(), int(shared), invalid, len(rows),
-                             stats, timed.tokens, gap), world)
-            episodes = [e for p in parts for e in p[0]]
-            all_adv = np.asarray([a for p in parts for a in p[1]])
-            n_rows = max(sum(p[4] for p in parts), 1)
-            q75, q25 = np.percentile(all_adv, [75, 25]) if len(all_adv) else (0.0, 0.0)
-            metrics = {
-                "train/success": float(np.mean([e["won"] for e in episodes])),
-                "train/score": float(np.mean([e["score"] for e in episodes])),
-                "train/episode_length": float(np.mean([e["length"] for e in episodes])),
-                "train/invalid_rate": sum(p[3] for p in parts) / n_rows,
-                "adv/std": float(all_adv.std()), "adv/iqr": float(q75 - q25),
-                "adv/abs_mean": float(np.abs(all_adv).mean()) if len(all_adv) else 0.0,
-                "state/shared_fraction": sum(p[2] for p in parts) / n_rows,
-                **{f"loss/{k}": float(np.mean([p[5][k] for p in parts])) for k in stats},
-                "perf/gen_tokens_per_s": timed.tokens / max(timed.seconds, 1e-9),
-                "perf/update_tokens_per_s": stats["padded_tokens"] / max(t_update, 1e-9),
-                "time/generation": timed.seconds, "time/env": t_rollout - timed.seconds,
-                "time/update": t_update, "steps": n_rows,
-            }
-            if gap is not None:  # mean |log pi_sampler - log pi_trainer| per reply token
-                compared = sum(p[7][1] for p in parts)
-                metrics["rollout/logprob_gap"] = sum(p[7][0] for p in parts) / max(compared, 1)
+            mine = RankStats(
+                episodes=table.episodes(), advantages=adv.tolist(), steps=len(steps),
+                shared_steps=int((details["state_group_size"] > 1).sum()),
+                invalid_steps=int((~valid_actions(steps)).sum()), update=stats,
+                logprob_gap=gap)
+            metrics = iteration_metrics(gather_objects(mine, world), mine, timed, t_rollout,
+                                        t_update)
             name = f"iter_{it + 1:05d}" + (f"_rank{rank}" if world > 1 else "") + ".npz"
-            save_step_table(out / "steps" / name, rows,
+            save_step_table(out / "steps" / name, steps,
                             {"reward": rewards, "penalty": penalty, "advantage": adv,
                              "return": details["returns"],
                              "value": details["value"],

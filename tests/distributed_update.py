@@ -74,7 +74,7 @@ def main(parallel: str, out: str) -> None:
                    pad_id=tok.pad_token_id)
     state = full_state(model)
     if rank == 0:
-        torch.save({"params": state, "grad_norm": stats["grad_norm"]}, out)
+        torch.save({"params": state, "grad_norm": stats.grad_norm}, out)
     torch.distributed.barrier()  # no rank leaves while another still talks to it
     torch.distributed.destroy_process_group()
 

@@ -9,7 +9,7 @@ import torch
 import torch.nn.functional as F
 from gagpo.agents.policies.scripted import ExpertPolicy, RandomPolicy
 from gagpo.agents.react import ReActAgent
-from gagpo.agents.rollout import rollout
+from gagpo.agents.rollout import StepTable, rollout
 from gagpo.envs.vector import GroupVectorEnv
 
 torch.set_num_threads(1)
@@ -58,6 +58,49 @@ def test_tiny_model_rollout_logprobs_equal_a_forward_pass():
         direct = F.log_softmax(logits.float(), -1).gather(
             1, torch.tensor(row.token_ids)[:, None])[:, 0]
         np.testing.assert_allclose(row.logprobs, direct.numpy(), atol=1e-4)
+
+
+def test_columns_hold_one_entry_per_row_in_row_order():
+    with GroupVectorEnv("WebShop-v0", 2, 1, env_kwargs=EXPERT) as vec:
+        table = rollout(ExpertPolicy(), ReActAgent("WebShop-v0"), vec, [0, 1])
+    n = len(table)
+    won = table.column("won")
+    assert won.dtype == bool and won.tolist() == [r.won for r in table.rows] and won.sum() == 2
+    t = table.column("t", np.int16)
+    assert t.dtype == np.int16 and t.tolist() == [r.t for r in table.rows]
+    keys = table.column("state_key")
+    assert keys.dtype.kind == "U" and keys.tolist() == [r.state_key for r in table.rows]
+    assert table.column("state_key", object)[0] is table.rows[0].state_key
+    # List-valued columns hold each row's list, even when all have one length (the expert
+    # exposes no tokens: every list is empty, which numpy would make a 2-d array of).
+    ids = table.column("token_ids")
+    assert ids.shape == (n,) and ids.dtype == object and all(x == [] for x in ids)
+    assert table.column("prompt")[1] == table.rows[1].prompt
+    assert StepTable([], num_envs=0, group_size=1).column("group", np.int32).dtype == np.int32
+    with pytest.raises(KeyError, match="no column 'step'"):
+        table.column("step")
+
+
+def test_play_in_batches_reuses_envs_of_one_size_and_closes_them():
+    from gagpo.evaluate import play_in_batches
+
+    made, finished = [], []
+
+    def new_vec(n: int) -> GroupVectorEnv:
+        made.append(GroupVectorEnv("WebShop-v0", n, 1, env_kwargs=EXPERT))
+        return made[-1]
+
+    played = [(start, [r.task_id for r in table.rows if r.t == 0])
+              for start, table in play_in_batches(ExpertPolicy(), ReActAgent("WebShop-v0"),
+                                                  [3, 4, 5, 6, 7], batch=2, new_vec=new_vec,
+                                                  on_step=finished.append)]
+    assert [start for start, _ in played] == [0, 2, 4]
+    assert [len(ids) for _, ids in played] == [2, 2, 1]
+    assert [vec.n_tasks for vec in made] == [2, 1]  # the second batch of 2 reused the first's
+    for vec in made:
+        with pytest.raises(RuntimeError, match="closed"):
+            vec.reset([0] * vec.n_tasks)
+    assert finished[-1] == 5 and finished == sorted(finished)
 
 
 def test_gagpo_eval_writes_summary_and_trajectories(tmp_path, capsys):

@@ -6,12 +6,14 @@ import json
 import os
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 import torch
 from gagpo.agents.models import TinySpec, tiny_model_folder
 from gagpo.agents.policies.vllm import engine_available
+from gagpo.agents.rollout import StepTable
 
 from gagpo.losses import reply_logprobs
 from gagpo.train_config import TrainConfig
@@ -47,12 +49,47 @@ def test_one_update_raises_positive_and_lowers_negative_actions():
         opt = torch.optim.AdamW(m.parameters(), lr=cfg.lr)
         stats = update(m, None, opt, batch, cfg, world=1, epoch_seed=0, amp=None,
                        pad_id=tok.pad_token_id)
-        assert stats["ratio_mean"] == pytest.approx(1.0, abs=1e-5)  # 1 epoch: pi_old = pi
+        assert stats.ratio_mean == pytest.approx(1.0, abs=1e-5)  # 1 epoch: pi_old = pi
         with torch.no_grad():
             after, _, _ = reply_logprobs(m, prompts, replies, pad_id=tok.pad_token_id)
         delta = ((after - before) * mask).sum(-1)
         for d, a in zip(delta.tolist(), adv, strict=True):
             assert d * a > 0, (ratio_level, delta.tolist())
+
+
+def test_iteration_metrics_combine_the_ranks_shares():
+    """Episodes, steps and advantages pool over the ranks, each update field is logged as
+    ``loss/<name>`` (the mean over ranks), the log-prob gap is per token compared over all
+    ranks, and throughput is this rank's own."""
+    from dataclasses import fields
+
+    from gagpo.trainer import RankStats, TimedPolicy, UpdateStats, iteration_metrics
+
+    def share(won: bool, adv: list[float], invalid: int, grad_norm: float,
+              gap: tuple[float, int]) -> RankStats:
+        update = UpdateStats(pg_loss=0.5, kl=0.0, entropy=1.0, clip_frac=0.0, ratio_mean=1.0,
+                             grad_norm=grad_norm, padded_tokens=200.0)
+        return RankStats(episodes=[{"won": won, "score": float(won), "length": len(adv)}],
+                         advantages=adv, steps=len(adv), shared_steps=1, invalid_steps=invalid,
+                         update=update, logprob_gap=gap)
+
+    first = share(True, [1.0, -1.0], 1, 2.0, (0.3, 3))
+    mine = share(False, [0.5, 0.5, 0.0, -1.0], 0, 4.0, (0.1, 1))
+    timed = TimedPolicy(policy=None)
+    timed.seconds, timed.tokens = 2.0, 10
+    m = iteration_metrics([first, mine], mine, timed, t_rollout=3.0, t_update=0.5)
+    assert (m["train/success"], m["train/episode_length"], m["steps"]) == (0.5, 3.0, 6)
+    assert m["train/invalid_rate"] == pytest.approx(1 / 6)
+    assert m["state/shared_fraction"] == pytest.approx(2 / 6)
+    assert m["adv/abs_mean"] == pytest.approx(4.0 / 6)
+    assert {k for k in m if k.startswith("loss/")} == {f"loss/{f.name}"
+                                                        for f in fields(UpdateStats)}
+    assert (m["loss/grad_norm"], m["loss/pg_loss"]) == (3.0, 0.5)
+    assert m["rollout/logprob_gap"] == pytest.approx(0.4 / 4)
+    assert (m["perf/update_tokens_per_s"], m["perf/gen_tokens_per_s"]) == (400.0, 5.0)
+    assert m["time/env"] == 1.0
+    no_gap = replace(mine, logprob_gap=None)
+    assert "rollout/logprob_gap" not in iteration_metrics([no_gap], no_gap, timed, 3.0, 0.5)
 
 
 def test_micro_batches_respect_the_budget():
@@ -62,14 +99,22 @@ def test_micro_batches_respect_the_budget():
     assert all(len(c) * max(lengths[i] for i in c) <= 9 or len(c) == 1 for c in chunks)
 
 
-def test_rewards_success_score_and_invalid_penalty():
+def _three_steps() -> StepTable:
+    """A rejected action, a won episode's end, a malformed reply at a lost episode's end (the
+    columns the rewards read)."""
     from types import SimpleNamespace as Row
 
-    rows = [Row(done=False, won=False, score=0.0, well_formed=True, action_valid=False),
-            Row(done=True, won=True, score=1.0, well_formed=True, action_valid=True),
-            Row(done=True, won=False, score=0.5, well_formed=False, action_valid=True)]
-    assert step_rewards(rows, TrainConfig()).tolist() == pytest.approx([-0.1, 10.0, -0.1])
-    got = step_rewards(rows, TrainConfig(reward="score", reward_scale=1.0, invalid_penalty=0))
+    return StepTable(rows=[
+        Row(done=False, won=False, score=0.0, well_formed=True, action_valid=False),
+        Row(done=True, won=True, score=1.0, well_formed=True, action_valid=True),
+        Row(done=True, won=False, score=0.5, well_formed=False, action_valid=True)],
+        num_envs=3, group_size=1)
+
+
+def test_rewards_success_score_and_invalid_penalty():
+    steps = _three_steps()
+    assert step_rewards(steps, TrainConfig()).tolist() == pytest.approx([-0.1, 10.0, -0.1])
+    got = step_rewards(steps, TrainConfig(reward="score", reward_scale=1.0, invalid_penalty=0))
     assert got.tolist() == pytest.approx([0.0, 1.0, 0.5])
 
 
@@ -288,7 +333,7 @@ def test_two_ranks_update_like_one_process_on_the_whole_batch(tmp_path, parallel
     stats = update(model, ref, opt, batch, config(), world=1, epoch_seed=0, amp=None,
                    pad_id=tok.pad_token_id)
     whole = {n: p.detach() for n, p in model.named_parameters()}
-    assert 1.0 < stats["grad_norm"] < config().max_grad_norm  # clipping ran, did not bind
+    assert 1.0 < stats.grad_norm < config().max_grad_norm  # clipping ran, did not bind
 
     out = tmp_path / f"{parallel}.pt"
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
@@ -298,7 +343,7 @@ def test_two_ranks_update_like_one_process_on_the_whole_batch(tmp_path, parallel
     assert proc.returncode == 0, proc.stderr[-3000:]
     saved = torch.load(out)
     # The norm clipping sees: over all ranks' gradients (and all shards), summed.
-    assert saved["grad_norm"] == pytest.approx(stats["grad_norm"], rel=1e-4)
+    assert saved["grad_norm"] == pytest.approx(stats.grad_norm, rel=1e-4)
     split = saved["params"]
     assert split.keys() == whole.keys()
     init = dict(load_model("tiny")[0].named_parameters())
@@ -328,7 +373,7 @@ def test_merged_weights_give_an_engine_the_lora_models_outputs():
     from gagpo.agents.models import load_model
     from peft import LoraConfig, get_peft_model
 
-    from gagpo.trainer import merged_weights
+    from gagpo.vllm_engine import merged_weights
 
     model = get_peft_model(load_model("tiny")[0], LoraConfig(
         r=4, target_modules="all-linear", init_lora_weights=False))  # adapters that matter
@@ -540,21 +585,13 @@ def test_a_kill_while_saving_leaves_the_previous_checkpoint_and_resume_works(tmp
     assert not (killed / "checkpoint.pt.tmp").exists()
 
 
-def _penalty_rows():
-    from types import SimpleNamespace as Row
-
-    return [Row(done=False, won=False, score=0.0, well_formed=True, action_valid=False),
-            Row(done=True, won=True, score=1.0, well_formed=True, action_valid=True),
-            Row(done=True, won=False, score=0.5, well_formed=False, action_valid=True)]
-
-
 def test_invalid_penalty_goes_to_the_step_by_default_or_into_the_return():
     from gagpo.trainer import rewards_and_penalties
 
-    rewards, penalty = rewards_and_penalties(_penalty_rows(), TrainConfig())
+    rewards, penalty = rewards_and_penalties(_three_steps(), TrainConfig())
     assert TrainConfig().invalid_penalty_target == "step"
     assert rewards.tolist() == [0.0, 10.0, 0.0] and penalty.tolist() == [0.1, 0.0, 0.1]
-    rewards, penalty = rewards_and_penalties(_penalty_rows(),
+    rewards, penalty = rewards_and_penalties(_three_steps(),
                                              TrainConfig(invalid_penalty_target="return"))
     assert rewards.tolist() == pytest.approx([-0.1, 10.0, -0.1]) and not penalty.any()
 

@@ -1,0 +1,90 @@
+"""The behaviour-cloning warm start (``--bc-episodes``): before reinforcement learning, the
+model imitates a scripted teacher, the goal-aware expert (its won episodes) or WebShop's rule
+baseline (all its episodes), by maximising log pi(teacher reply | prompt).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from gagpo.distributed import (
+    all_reduce_max,
+    all_reduce_sum,
+    grad_norm_clip,
+    is_sharded,
+    loss_scale,
+    rank_micro_batches,
+    sync_gradients,
+)
+from gagpo.losses import reply_logprobs
+from gagpo.train_config import TrainConfig
+
+Demonstration = tuple[list[int], list[int]]
+"""``(prompt token ids, reply token ids)`` of one teacher step."""
+
+
+def imitates_expert(cfg: TrainConfig) -> bool:
+    """Whether the teacher is the expert: it reads ``expert_action`` from the infos (the envs
+    must be asked for it), and only its won episodes are demonstrations."""
+    return cfg.bc_teacher == "expert"
+
+
+def expert_demonstrations(cfg: TrainConfig, policy: Any, agent: Any, tasks: list,
+                          vec: Any) -> list[Demonstration]:
+    """The teacher plays one episode of each of ``tasks`` in ``vec`` (one env per task, with
+    ``expert_action`` in the infos when :func:`imitates_expert`); every step of its episodes
+    (the expert's: only its won ones) becomes a demonstration, the reply written as the policy
+    writes it (score mode: ``reply_template`` filled, then EOS)."""
+    from gagpo.agents.policies.scripted import ExpertPolicy, RuleBaselinePolicy
+    from gagpo.agents.rollout import rollout
+
+    tok = policy.tokenizer
+    expert = imitates_expert(cfg)
+    teacher = (ExpertPolicy(search_with_instruction=cfg.mode == "score") if expert
+               else RuleBaselinePolicy(options=cfg.bc_teacher == "rule_options"))
+    table = rollout(teacher, agent, vec, tasks)
+    won = {e["trajectory"] for e in table.episodes() if e["won"] or not expert}
+    demos = []
+    for row in table.rows:
+        if row.trajectory in won:
+            text = policy.reply_template.replace("{action}", row.action) \
+                if cfg.mode == "score" else row.reply
+            ids = list(tok(text, add_special_tokens=False)["input_ids"]) + [tok.eos_token_id]
+            demos.append((policy.prompt_ids(row.prompt), ids))
+    return demos
+
+
+def behaviour_cloning(model: Any, demos: list[Demonstration], cfg: TrainConfig, *, world: int,
+                      amp: torch.dtype | None, pad_id: int) -> float:
+    """Maximise log pi(expert reply | prompt), token-mean, ``bc_epochs`` passes; returns the
+    last batch's mean negative log-likelihood."""
+    params = [p for p in model.parameters() if p.requires_grad]
+    sharded, scale = is_sharded(model), loss_scale(model, world)
+    opt = torch.optim.AdamW(params, lr=cfg.bc_lr, weight_decay=0.0)
+    gen = torch.Generator().manual_seed(cfg.seed + 7)
+    nll = float("nan")
+    # Ranks hold different numbers of demonstrations; all take as many optimizer steps.
+    steps = int(all_reduce_max(float(-(-len(demos) // cfg.bc_batch)), world))
+    for _ in range(cfg.bc_epochs):
+        order = torch.randperm(len(demos), generator=gen).tolist()
+        for step in range(steps):
+            idx = order[step * cfg.bc_batch:(step + 1) * cfg.bc_batch]
+            denom = all_reduce_sum(float(sum(len(demos[i][1]) for i in idx)), world)
+            opt.zero_grad(set_to_none=True)
+            lengths = [len(demos[i][0]) + len(demos[i][1]) for i in idx]
+            total = 0.0
+            for sub in rank_micro_batches(idx, lengths, cfg.micro_batch_tokens, world, sharded):
+                pairs = [demos[i] for i in sub] if sub is not None else [([pad_id], [pad_id])]
+                logp, mask, _ = reply_logprobs(model, [p for p, _ in pairs],
+                                               [r for _, r in pairs], pad_id=pad_id,
+                                               autocast_dtype=amp)
+                loss = -(logp * mask).sum() / max(denom, 1.0)
+                (loss * (sub is not None) * scale).backward()
+                total += float(loss.detach()) if sub is not None else 0.0
+            sync_gradients(model, params, world)
+            grad_norm_clip(params, 1.0)
+            opt.step()
+            nll = total
+    return nll
