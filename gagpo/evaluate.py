@@ -162,10 +162,10 @@ def play_in_batches(policy: Any, agent: Any, tasks: Sequence[Any], *, batch: int
     yields, per batch, the index of its first task and its step table.
 
     ``new_vec(n)`` makes the envs for a batch of ``n`` tasks; they serve every batch of that
-    size and are closed at the end (whole batches are played, so only the last batch may need
-    new ones). ``on_step(finished)`` gets the number of episodes finished so far over all the
-    tasks, after every vector step (for progress bars). Used by ``gagpo eval`` and by the
-    trainer's held-out evaluation.
+    size and are closed at the end, or when the generator is closed (whole batches are played,
+    so only the last batch may need new ones). ``on_step(finished)`` gets the number of
+    episodes finished so far over all the tasks, after every vector step (for progress bars).
+    Used by ``gagpo eval`` and by the trainer's held-out evaluation.
     """
     from gagpo.agents.rollout import rollout
 
@@ -225,12 +225,12 @@ def evaluate(
         (out_dir / "trajectories.jsonl").write_text("")
     started = time.perf_counter()
     bar = tqdm(total=len(tasks), desc=f"eval {env_id}", unit="ep", disable=not progress)
+    batches = play_in_batches(
+        policy, agent, tasks, batch=batch,
+        new_vec=lambda n: GroupVectorEnv(env_id, n, 1, backend=backend, env_kwargs=env_kwargs),
+        on_step=lambda done: bar.update(done - bar.n))
     try:
-        for start, table in play_in_batches(
-                policy, agent, tasks, batch=batch,
-                new_vec=lambda n: GroupVectorEnv(env_id, n, 1, backend=backend,
-                                                 env_kwargs=env_kwargs),
-                on_step=lambda done: bar.update(done - bar.n)):
+        for start, table in batches:
             all_episodes.extend(table.episodes())
             if out_dir:
                 with open(out_dir / "trajectories.jsonl", "a", encoding="utf-8") as f:
@@ -239,6 +239,7 @@ def evaluate(
                         f.write(json.dumps(row, ensure_ascii=False) + "\n")
     finally:
         bar.close()
+        batches.close()  # closes the envs
     rows = summarise(all_episodes)
     summary = {
         "env": env_id, "label": label, "policy": policy_spec.__dict__, "split": split,

@@ -354,7 +354,6 @@ def evaluate_model(model: Any, tokenizer: Any, cfg: TrainConfig, agent: Any, tas
     mine = tasks[rank::world]
     # A private, fixed seed: evaluating never moves the training run's random streams.
     seed = cfg.seed + 1_000_003 * (rank + 1)
-    episodes: list[dict] = []
     was_training = model.training
     model.eval()
     if engine is not None:
@@ -366,10 +365,10 @@ def evaluate_model(model: Any, tokenizer: Any, cfg: TrainConfig, agent: Any, tas
     device_type = next(model.parameters()).device.type
     with settings as policy, torch.no_grad(), full_parameters(model), \
             torch.autocast(device_type, dtype=amp or torch.bfloat16, enabled=amp is not None):
-        for _, table in play_in_batches(
-                policy, agent, mine, batch=cfg.eval_batch,
-                new_vec=lambda n: make_vec(cfg, n, 1, env_kwargs(cfg, cfg.resolved_eval_split()))):
-            episodes += table.episodes()
+        batches = play_in_batches(
+            policy, agent, mine, batch=cfg.eval_batch,
+            new_vec=lambda n: make_vec(cfg, n, 1, env_kwargs(cfg, cfg.resolved_eval_split())))
+        episodes = [e for _, table in batches for e in table.episodes()]
     model.train(was_training)
     return summarise([e for part in gather_objects(episodes, world) for e in part])
 
