@@ -384,7 +384,7 @@ class RankStats:
     episodes: list[dict[str, Any]]
     """:meth:`StepTable.episodes` of the rank's rollout (lost episodes included)."""
     advantages: list[float]
-    """The advantage of each step trained on (lost episodes excluded, as below)."""
+    """The advantage of each step (the steps of lost episodes left out, here and below)."""
     steps: int
     shared_steps: int
     """Steps whose step group (same group, same state) holds more than one step."""
