@@ -338,8 +338,8 @@ def info_problems(info: Any) -> list[str]:
         if key not in info:
             problems.append(f"info has no {key!r} ({_type_name(kind)})")
         elif not _is_a(info[key], kind):
-            problems.append(f"info[{key!r}] is {type(info[key]).__name__} {_short(info[key])}, "
-                            f"not {_type_name(kind)}")
+            problems.append(f"info[{key!r}] is {_type_name(type(info[key]))} "
+                            f"{_short(info[key])}, not {_type_name(kind)}")
     if isinstance(info.get("state_key"), str) and not info["state_key"]:
         problems.append("info['state_key'] is empty")
     return problems
@@ -360,7 +360,11 @@ def _is_a(value: Any, kind: Any) -> bool:
 
 
 def _type_name(kind: Any) -> str:
-    return str(kind) if get_origin(kind) else kind.__name__
+    """``str``, ``list[str]``, ``numpy.bool``: builtins bare, other types with their module."""
+    if get_origin(kind):
+        return str(kind)
+    module = getattr(kind, "__module__", "builtins")
+    return kind.__qualname__ if module == "builtins" else f"{module}.{kind.__qualname__}"
 
 
 def _same(value: Any) -> Any:

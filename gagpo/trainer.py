@@ -91,12 +91,13 @@ def build_model(cfg: TrainConfig, device: torch.device) -> tuple[Any, Any]:
 
 def make_policy(model: Any, tokenizer: Any, cfg: TrainConfig, *, temperature: float,
                 seed: int, top_p: float = 1.0) -> Any:
-    from gagpo.agents.policies.hf import TransformersPolicy
+    from gagpo.agents.policies.factory import PolicySpec, build_policy
 
-    return TransformersPolicy(model, tokenizer, mode=cfg.mode, temperature=temperature,
-                              top_p=top_p, max_new_tokens=cfg.max_new_tokens, seed=seed,
-                              batch_size=max(8, cfg.group_size), stop=("</action>",),
-                              length_normalize=cfg.length_normalize)
+    spec = PolicySpec(cfg.model, mode=cfg.mode, temperature=temperature, top_p=top_p,
+                      max_new_tokens=cfg.max_new_tokens, seed=seed)
+    return build_policy(spec, model=model, tokenizer=tokenizer,
+                        batch_size=max(8, cfg.group_size), stop=("</action>",),
+                        length_normalize=cfg.length_normalize)
 
 
 def make_vllm_engine(cfg: TrainConfig, tokenizer: Any, *, seed: int,
@@ -178,17 +179,6 @@ def make_vec(cfg: TrainConfig, n_tasks: int, group_size: int, kwargs: dict) -> A
 
     return GroupVectorEnv(cfg.env, n_tasks, group_size, backend=cfg.backend, env_kwargs=kwargs,
                           **({"ray_address": cfg.ray_address} if cfg.ray_address else {}))
-
-
-def split_tasks(cfg: TrainConfig, split: str) -> list:
-    import gymnasium as gym
-
-    import gagpo.envs  # noqa: F401  (registers the environments)
-
-    probe = gym.make(cfg.env, **env_kwargs(cfg, split))
-    tasks = list(probe.unwrapped.split_tasks())
-    probe.close()
-    return tasks
 
 
 # ---------------------------------------------------------------------------------------------
@@ -372,7 +362,8 @@ def expert_demonstrations(cfg: TrainConfig, policy: Any, agent: Any, tasks: list
 
     teacher = (ExpertPolicy(search_with_instruction=cfg.mode == "score") if expert
                else RuleBaselinePolicy(options=cfg.bc_teacher == "rule_options"))
-    vec = make_vec(cfg, len(tasks), 1, env_kwargs(cfg, cfg.train_split, expert=expert))
+    vec = make_vec(cfg, len(tasks), 1,
+                   env_kwargs(cfg, cfg.train_split, expert=teacher.needs_expert_action))
     try:
         table = rollout(teacher, agent, vec, tasks)
     finally:
@@ -517,6 +508,7 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
 
     from gagpo.agents.react import ReActAgent
     from gagpo.agents.rollout import rollout
+    from gagpo.envs import split_tasks
 
     rank, world, device = setup_distributed()
     if cfg.parallel == "fsdp" and not torch.distributed.is_initialized():
@@ -559,8 +551,9 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
     # It starts before any environment exists (vLLM's CPU build: see gagpo.agents.policies.vllm).
     engine = make_vllm_engine(cfg, tokenizer, seed=cfg.seed + rank, amp=amp) \
         if cfg.generation == "vllm" else None
-    train_tasks = split_tasks(cfg, cfg.train_split)
-    eval_tasks = split_tasks(cfg, cfg.resolved_eval_split())[:cfg.eval_episodes]
+    train_tasks = split_tasks(cfg.env, **env_kwargs(cfg, cfg.train_split))
+    eval_tasks = split_tasks(cfg.env, **env_kwargs(cfg, cfg.resolved_eval_split())
+                             )[:cfg.eval_episodes]
     evals: dict[str, Any] = {}
 
     def run_eval(name: str) -> dict[str, Any]:
