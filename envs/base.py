@@ -232,7 +232,9 @@ class TextEnv(gym.Env[str, str]):
         missing = [k for k in INFO_KEYS if k not in fields]
         if missing:
             raise TypeError(f"make_info() misses the contract's info keys {missing}")
-        info = {k: _COERCE.get(k, _same)(fields.pop(k)) for k in INFO_KEYS}
+        info = {k: fields.pop(k) for k in INFO_KEYS}
+        for key, kind in _EXACT.items():
+            info[key] = kind(info[key])
         return cast(TextInfo, {**info, **fields})
 
     def render(self) -> str | None:
@@ -329,8 +331,9 @@ def _short(value: Any, n: int = 60) -> str:
 
 
 def info_problems(info: Any) -> list[str]:
-    """What keeps ``info`` from holding the contract: each missing :class:`TextInfo` key, each
-    value not of its key's type, an empty ``state_key`` (empty: it does)."""
+    """What keeps ``info`` from holding the contract, in words: each missing
+    :class:`TextInfo` key, each value not of its key's type, an empty ``state_key``. An empty
+    list: the info holds it."""
     if not isinstance(info, Mapping):
         return [f"info is a {type(info).__name__}, not a dict"]
     problems = []
@@ -367,9 +370,5 @@ def _type_name(kind: Any) -> str:
     return kind.__qualname__ if module == "builtins" else f"{module}.{kind.__qualname__}"
 
 
-def _same(value: Any) -> Any:
-    return value
-
-
-# make_info's conversions: what an engine hands over as numpy bools or ints is made exact.
-_COERCE = {key: kind for key, kind in INFO_TYPES.items() if kind in (bool, float)}
+# The keys make_info converts: engines hand over numpy bools, ints for scores.
+_EXACT = {key: kind for key, kind in INFO_TYPES.items() if kind in (bool, float)}

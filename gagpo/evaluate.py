@@ -127,8 +127,8 @@ def evaluate(
         env_kwargs["request_infos"] = ["expert_action"]
     tasks = split_tasks(env_id, **env_kwargs)[:episodes]
     with probe(env_id, **env_kwargs) as env:
-        label = env.report_label
-    agent = ReActAgent(env_id, history_length=history_length)
+        label, max_steps = env.report_label, env.max_steps
+    agent = ReActAgent(env_id, history_length=history_length, max_steps=max_steps)
     all_episodes: list[dict[str, Any]] = []
     out_dir = Path(out) if out else None
     if out_dir:

@@ -55,3 +55,17 @@ def test_eval_asks_the_env_for_what_the_policy_needs(tmp_path):
     assert summary["episodes"] == 3 and summary["label"].startswith("WebShop")
     assert summary["by_type"]["all"]["failed"] == 0
     assert summary["by_type"]["all"]["score"] > 0.5
+
+
+def test_eval_prompts_state_the_envs_own_step_limit(tmp_path):
+    """An env made with ``max_steps=2`` ends episodes after 2 steps, and the prompts say so."""
+    import json
+
+    from gagpo.evaluate import evaluate
+
+    summary = evaluate("WebShop-v0", PolicySpec("expert"), split="test", episodes=2, batch=2,
+                       env_kwargs={"max_steps": 2}, out=tmp_path, progress=False)
+    rows = [json.loads(line) for line in (tmp_path / "trajectories.jsonl").open()]
+    assert summary["by_type"]["all"]["mean_length"] == 2.0
+    later = [r["prompt"][-1]["content"] for r in rows if r["t"] > 0]
+    assert later and all("(at most 2 are allowed)" in p for p in later)
