@@ -21,8 +21,18 @@ from gagpo.agents.parser import ParsedAction, parse_reply
 from gagpo.agents.policies.base import Reply, Request
 from gagpo.agents.prompts import build_messages, resolve_env_name
 
-DEFAULT_MAX_STEPS = {"webshop": 15, "alfworld": 50}
-"""The papers' episode limits, mentioned in prompts unless ``max_steps`` says otherwise."""
+
+def registered_max_steps(env_name: str) -> int | None:
+    """The episode limit Gymnasium's registry holds for the environment ``env_name`` names
+    (an env id, or ``"webshop"``/``"alfworld"`` for the newest registered id of that
+    environment); None when none is registered."""
+    import gagpo.envs  # noqa: F401  (registers the environments)
+    import gymnasium as gym
+
+    name = resolve_env_name(env_name)
+    ids = [env_name] if env_name in gym.registry else sorted(
+        i for i in gym.registry if i.lower().startswith(name))
+    return gym.spec(ids[-1]).max_episode_steps if ids else None
 
 
 class ReActAgent:
@@ -36,7 +46,8 @@ class ReActAgent:
         tokenizer: a transformers tokenizer, to count tokens.
         map_near_miss: map a near-miss action to the closest admissible one when parsing.
         near_miss_cutoff: rapidfuzz ratio (0-100) a near miss must reach.
-        max_steps: the step limit mentioned in prompts (default: the env's, 0 for none).
+        max_steps: the step limit mentioned in prompts (default: the registered env's,
+            :func:`registered_max_steps`; 0 for none).
 
     Over a cap, history is dropped oldest first; the task, the current observation and the
     admissible actions are never cut, so a prompt may stay over the cap when they alone are.
@@ -65,7 +76,7 @@ class ReActAgent:
         self.tokenizer = tokenizer
         self.map_near_miss = map_near_miss
         self.near_miss_cutoff = near_miss_cutoff
-        self.max_steps = DEFAULT_MAX_STEPS[self.env_name] if max_steps is None else max_steps
+        self.max_steps = registered_max_steps(env_name) if max_steps is None else max_steps
         self._memories: dict[int, EpisodeMemory] = {}
 
     # --- memory -------------------------------------------------------------------------------

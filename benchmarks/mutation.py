@@ -99,7 +99,7 @@ TARGETS: tuple[Target, ...] = (
         (
             "envs/base.py",
             "envs/alfworld/state.py",
-            "servers/webshop/observe.py",
+            "servers/digest.py",
             "servers/webshop/shop.py",
         ),
         (
@@ -114,7 +114,7 @@ TARGETS: tuple[Target, ...] = (
             "envs.alfworld.state.x_world_facts",
             "envs.alfworld.state.x_state_key",
             "envs.alfworld.state.x_world_state_key",
-            "servers.webshop.observe.x_state_key",
+            "servers.digest.x_digest",
             "servers.webshop.shop.xǁStateǁkey_parts",
         ),
     ),

@@ -7,23 +7,11 @@ group of G copies starts identical. ``step(action)`` returns ``(observation, rew
 terminated, truncated, info)`` and never raises on a bad action: it answers with feedback
 text, reward 0 and ``info["action_valid"] = False``.
 
-``info`` always holds the keys of :data:`INFO_KEYS`:
-
-``task_id``
-    stable id of the task (the same across processes and runs).
-``instruction``
-    the task's instruction text.
-``admissible_actions``
-    ``list[str]`` of actions that do something in the current state.
-``state_key``
-    a short string, equal for two copies of one task exactly when their true environment
-    states are equal, whatever path led there. Computed from the state, never from the text.
-``won``
-    whether the task is accomplished.
-``score``
-    the environment's own score (WebShop reward in [0, 1], ALFWorld 0/1).
-``action_valid``
-    after a step, whether the action was understood and applicable (``True`` after reset).
+``info`` always holds the keys of :class:`TextInfo` (each documented there; :data:`INFO_KEYS`
+lists them), built by :meth:`TextEnv.make_info`, the ``state_key`` by :func:`make_state_key`.
+Besides ``reset``/``step``, callers rely on what :class:`TextEnv` declares: ``max_steps``,
+``report_label``, ``splits``/``split`` and ``split_tasks(split)``.
+:func:`gagpo.envs.checker.check_env` checks an environment against all of it.
 
 Episode ends are kept here, once for every environment (:class:`TextEnv`): an episode ends
 when the environment terminates it (won, bought) or after ``max_steps`` steps (truncated). A
@@ -37,29 +25,52 @@ any ``reset`` or after ``close`` raises ``RuntimeError``.
 
 from __future__ import annotations
 
-import hashlib
 import operator
-from collections.abc import Collection, Mapping
-from typing import Any
+from collections.abc import Collection, Mapping, Sequence
+from typing import Any, TypedDict, cast, get_args, get_origin, get_type_hints
 
 import gymnasium as gym
 import numpy as np
+from gagpo.servers.digest import digest
 from gymnasium import spaces
 
-INFO_KEYS = (
-    "task_id",
-    "instruction",
-    "admissible_actions",
-    "state_key",
-    "won",
-    "score",
-    "action_valid",
-)
+
+class TextInfo(TypedDict):
+    """The keys every ``info`` holds, after ``reset`` and after every ``step``; environments
+    add their own keys beside them (WebShop-v0's ``page``, ALFWorld-v0's ``gamefile``...)."""
+
+    task_id: str
+    """Stable id of the task (the same across processes and runs)."""
+    task_type: str
+    """The task's kind, what results are broken down by (WebShop: the product category;
+    ALFWorld: one of its six task types)."""
+    instruction: str
+    """The task's instruction text."""
+    admissible_actions: list[str]
+    """Actions that do something in the current state."""
+    state_key: str
+    """A short string, equal for two copies of one task exactly when their true environment
+    states are equal, whatever path led there. Computed from the state, never from the text
+    (:func:`make_state_key`)."""
+    won: bool
+    """Whether the task is accomplished."""
+    score: float
+    """The environment's own score (WebShop reward in [0, 1], ALFWorld 0/1)."""
+    action_valid: bool
+    """After a step, whether the action was understood and applicable (``True`` after reset)."""
+
+
+INFO_TYPES: dict[str, Any] = get_type_hints(TextInfo)
+"""Each :class:`TextInfo` key's type."""
+INFO_KEYS: tuple[str, ...] = tuple(INFO_TYPES)
+"""The keys of :class:`TextInfo`, in order."""
 
 RESET_OPTIONS = ("task", "split")
 """The keys ``reset(options=...)`` understands."""
 
 Transition = tuple[str, float, bool, bool, dict[str, Any]]
+"""``step``'s answer: observation, reward, terminated, truncated and the info (a
+:class:`TextInfo` plus the environment's own keys)."""
 
 # Printable ASCII plus the Latin-1 supplement, general punctuation and common symbols: product
 # text uses curly quotes, '›' and accented letters. Characters outside still pass through
@@ -80,28 +91,34 @@ def text_space(max_length: int) -> spaces.Text:
 
 
 def make_state_key(*parts: Any) -> str:
-    """A short, stable digest of a state tuple (same parts -> same key, in every process)."""
-    return hashlib.blake2b(repr(parts).encode("utf-8"), digest_size=8).hexdigest()
+    """The ``state_key`` of a state made of ``parts``: a short, stable digest (same parts ->
+    same key, in every process). It is :func:`gagpo.servers.digest.digest`, which the served
+    shop's JSON API uses too, so keys a client reads there equal the in-process env's."""
+    return digest(*parts)
 
 
 class TextEnv(gym.Env[str, str]):
     """Base class of gagpo's text environments: spaces, metadata, the info contract and the
     episode's edges (checked reset arguments, truncation, steps after the end, close).
 
-    Subclasses set ``max_observation_length`` / ``max_action_length`` if they need more,
-    ``max_steps`` (the truncation limit; None for none) and ``splits``, and implement
-    :meth:`_reset` and :meth:`_step`, building infos with :meth:`make_info`. Gymnasium's
-    ``reset``/``step`` are implemented here on top of them.
+    Subclasses set ``max_steps``, ``report_label`` and ``split``, implement ``splits``,
+    :meth:`split_tasks`, :meth:`_reset` and :meth:`_step` (building infos with
+    :meth:`make_info`), and set ``max_observation_length`` / ``max_action_length`` if they
+    need more. Gymnasium's ``reset``/``step`` are implemented here on top of them.
     """
 
     metadata: dict[str, Any] = {"render_modes": ["ansi", "human"]}
     max_observation_length: int = 1_000_000
     max_action_length: int = 100_000
     split: str
-    """The split random resets draw from."""
+    """The split random resets draw from (one of ``splits``)."""
     max_steps: int | None = None
-    """Steps after which an episode is truncated (``gym.make``'s ``TimeLimit`` only flags
-    truncation; this makes the environment itself end the episode)."""
+    """Steps after which an episode is truncated: an int > 0 every environment sets (None, this
+    default, only says it forgot). The environment itself ends the episode there (``gym.make``'s
+    ``TimeLimit`` only flags truncation); agents mention it in prompts."""
+    report_label: str
+    """How reports name this environment and its data (e.g. results on generated data say
+    so)."""
     step_only_infos: tuple[str, ...] = ()
     """Info keys that describe one step only (dropped from the infos of steps after the end)."""
 
@@ -122,6 +139,12 @@ class TextEnv(gym.Env[str, str]):
     @property
     def splits(self) -> Collection[str]:
         """The split names ``split`` accepts."""
+        raise NotImplementedError
+
+    def split_tasks(self, split: str | None = None) -> Sequence[Any]:
+        """The tasks of ``split`` (default: the env's ``split``), in a fixed order: each one a
+        valid ``reset(options={"task": ...})`` for that split. Evaluations run a prefix of it,
+        trainers draw from it."""
         raise NotImplementedError
 
     def _reset(self, task: Any, split: str) -> tuple[str, dict[str, Any]]:
@@ -197,28 +220,22 @@ class TextEnv(gym.Env[str, str]):
         super().close()
 
     @staticmethod
-    def make_info(
-        *,
-        task_id: str,
-        instruction: str,
-        admissible_actions: list[str],
-        state_key: str,
-        won: bool,
-        score: float,
-        action_valid: bool = True,
-        **extra: Any,
-    ) -> dict[str, Any]:
-        """The info dict of the contract, plus environment-specific ``extra`` keys."""
-        return {
-            "task_id": task_id,
-            "instruction": instruction,
-            "admissible_actions": admissible_actions,
-            "state_key": state_key,
-            "won": bool(won),
-            "score": float(score),
-            "action_valid": bool(action_valid),
-            **extra,
-        }
+    def make_info(**fields: Any) -> TextInfo:
+        """The info dict of the contract: every :class:`TextInfo` key (``action_valid``
+        defaults to True; ``won``, ``score`` and ``action_valid`` are made ``bool``/``float``),
+        in :data:`INFO_KEYS` order, then the environment's own extra keys as given.
+
+        Raises:
+            TypeError: a :class:`TextInfo` key is missing.
+        """
+        fields.setdefault("action_valid", True)
+        missing = [k for k in INFO_KEYS if k not in fields]
+        if missing:
+            raise TypeError(f"make_info() misses the contract's info keys {missing}")
+        info = {k: fields.pop(k) for k in INFO_KEYS}
+        for key, kind in _EXACT.items():
+            info[key] = kind(info[key])
+        return cast(TextInfo, {**info, **fields})
 
     def render(self) -> str | None:
         if self.render_mode == "ansi":
@@ -313,15 +330,45 @@ def _short(value: Any, n: int = 60) -> str:
     return text if len(text) <= n else text[:n] + "..."
 
 
+def info_problems(info: Any) -> list[str]:
+    """What keeps ``info`` from holding the contract, in words: each missing
+    :class:`TextInfo` key, each value not of its key's type, an empty ``state_key``. An empty
+    list: the info holds it."""
+    if not isinstance(info, Mapping):
+        return [f"info is a {type(info).__name__}, not a dict"]
+    problems = []
+    for key, kind in INFO_TYPES.items():
+        if key not in info:
+            problems.append(f"info has no {key!r} ({_type_name(kind)})")
+        elif not _is_a(info[key], kind):
+            problems.append(f"info[{key!r}] is {_type_name(type(info[key]))} "
+                            f"{_short(info[key])}, not {_type_name(kind)}")
+    if isinstance(info.get("state_key"), str) and not info["state_key"]:
+        problems.append("info['state_key'] is empty")
+    return problems
+
+
 def check_info(info: dict[str, Any]) -> None:
     """Raise ``AssertionError`` if ``info`` misses a key of the contract or has a wrong type."""
-    missing = [k for k in INFO_KEYS if k not in info]
-    assert not missing, f"info misses {missing}"
-    assert isinstance(info["task_id"], str)
-    assert isinstance(info["instruction"], str)
-    assert isinstance(info["admissible_actions"], list)
-    assert all(isinstance(a, str) for a in info["admissible_actions"])
-    assert isinstance(info["state_key"], str) and info["state_key"]
-    assert isinstance(info["won"], bool)
-    assert isinstance(info["score"], float)
-    assert isinstance(info["action_valid"], bool)
+    problems = info_problems(info)
+    assert not problems, "; ".join(problems)
+
+
+def _is_a(value: Any, kind: Any) -> bool:
+    """``isinstance`` for the types :class:`TextInfo` uses (``list[str]`` checks items)."""
+    if get_origin(kind) is list:
+        (item,) = get_args(kind)
+        return isinstance(value, list) and all(isinstance(v, item) for v in value)
+    return isinstance(value, kind)
+
+
+def _type_name(kind: Any) -> str:
+    """``str``, ``list[str]``, ``numpy.bool``: builtins bare, other types with their module."""
+    if get_origin(kind):
+        return str(kind)
+    module = getattr(kind, "__module__", "builtins")
+    return kind.__qualname__ if module == "builtins" else f"{module}.{kind.__qualname__}"
+
+
+# The keys make_info converts: engines hand over numpy bools, ints for scores.
+_EXACT = {key: kind for key, kind in INFO_TYPES.items() if kind in (bool, float)}

@@ -43,7 +43,8 @@ def _missing_extras(error: ImportError):
 
 
 def _eval(args: argparse.Namespace) -> int:
-    from gagpo.evaluate import PolicySpec, evaluate
+    from gagpo.agents.policies.factory import PolicySpec
+    from gagpo.evaluate import evaluate
 
     spec = PolicySpec(
         name=args.policy, mode=args.mode, temperature=args.temperature, top_p=args.top_p,

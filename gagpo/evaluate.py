@@ -12,12 +12,13 @@ import math
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from tqdm import tqdm
+
+from gagpo.agents.policies.factory import PolicySpec, build_policy
 
 if TYPE_CHECKING:
     from gagpo.agents.rollout import StepTable
@@ -44,58 +45,6 @@ def mean_interval(x: np.ndarray) -> tuple[float, float, float]:
     m = float(np.mean(x))
     half = Z95 * float(np.std(x, ddof=1)) / math.sqrt(len(x)) if len(x) > 1 else 0.0
     return m, m - half, m + half
-
-
-@dataclass
-class PolicySpec:
-    """What ``--policy`` names: a scripted policy, a transformers model, or a chat server."""
-
-    name: str
-    mode: str = "generate"
-    temperature: float = 0.4
-    top_p: float = 1.0
-    max_new_tokens: int = 256
-    server_model: str | None = None
-    seed: int = 0
-
-
-def build_policy(spec: PolicySpec):
-    """``expert``, ``random``, ``openai:<base url>`` (with ``server_model``), or a model:
-    ``tiny``, ``smollm2-135m``, a Hugging Face id or a local path, run by transformers, or by
-    a vLLM engine in this process as ``vllm:<model>`` (generate mode; the same sampling
-    settings)."""
-    if spec.name == "expert":
-        from gagpo.agents.policies.scripted import ExpertPolicy
-
-        return ExpertPolicy()
-    if spec.name == "random":
-        from gagpo.agents.policies.scripted import RandomPolicy
-
-        return RandomPolicy(seed=spec.seed)
-    if spec.name.startswith("openai:"):
-        from gagpo.agents.policies.openai_compat import OpenAICompatiblePolicy
-
-        if not spec.server_model:
-            raise ValueError("an openai: policy needs --server-model (the served model's name)")
-        return OpenAICompatiblePolicy(
-            spec.name.removeprefix("openai:"), spec.server_model,
-            temperature=spec.temperature, top_p=spec.top_p, max_tokens=spec.max_new_tokens,
-        )
-    if spec.name.startswith("vllm:"):
-        from gagpo.agents.policies.vllm import VLLMPolicy
-
-        if spec.mode != "generate":
-            raise ValueError("a vllm: policy generates replies: it needs --mode generate")
-        return VLLMPolicy(spec.name.removeprefix("vllm:"), temperature=spec.temperature,
-                          top_p=spec.top_p, max_new_tokens=spec.max_new_tokens, seed=spec.seed)
-    from gagpo.agents.models import load_model
-    from gagpo.agents.policies.hf import TransformersPolicy
-
-    model, tokenizer = load_model(spec.name)
-    return TransformersPolicy(
-        model, tokenizer, mode=spec.mode, temperature=spec.temperature, top_p=spec.top_p,
-        max_new_tokens=spec.max_new_tokens, seed=spec.seed,
-    )
 
 
 def summarise(episodes: list[dict[str, Any]]) -> dict[str, Any]:
@@ -199,25 +148,22 @@ def evaluate(
     progress: bool = True,
 ) -> dict[str, Any]:
     """Evaluate a policy on the first ``episodes`` tasks of ``split``, ``batch`` at a time."""
-    import gymnasium as gym
-
-    import gagpo.envs  # noqa: F401  (registers the environments)
     from gagpo.agents.react import ReActAgent
+    from gagpo.envs import probe
     from gagpo.envs.vector import GroupVectorEnv
 
     env_kwargs = dict(env_kwargs or {})
     if split is not None:
         env_kwargs["split"] = split
-    if policy_spec.name == "expert":
-        env_kwargs["request_infos"] = ["expert_action"]
     # The policy first: a bad spec fails before any env is built, and a vLLM engine starts
     # before WebShop's search imports numba (see gagpo.agents.policies.vllm).
     policy = build_policy(policy_spec)
-    probe = gym.make(env_id, **env_kwargs)
-    tasks = list(probe.unwrapped.split_tasks())[:episodes]
-    label = getattr(probe.unwrapped, "report_label", env_id)
-    probe.close()
-    agent = ReActAgent(env_id, history_length=history_length)
+    if policy.needs_expert_action:
+        env_kwargs["request_infos"] = ["expert_action"]
+    with probe(env_id, **env_kwargs) as env:  # what the env declares, read once
+        tasks = list(env.split_tasks(None))[:episodes]
+        label, max_steps = env.report_label, env.max_steps
+    agent = ReActAgent(env_id, history_length=history_length, max_steps=max_steps)
     all_episodes: list[dict[str, Any]] = []
     out_dir = Path(out) if out else None
     if out_dir:

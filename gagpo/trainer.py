@@ -64,7 +64,7 @@ from gagpo.run_folder import (
 )
 from gagpo.train_config import TrainConfig, check_resume, resume_differences
 from gagpo.vllm_engine import engine_settings, make_vllm_engine, sync_engine
-from gagpo.warm_start import behaviour_cloning, expert_demonstrations, imitates_expert
+from gagpo.warm_start import behaviour_cloning, expert_demonstrations, make_teacher
 
 if TYPE_CHECKING:
     from gagpo.agents.rollout import StepTable
@@ -104,12 +104,13 @@ def build_model(cfg: TrainConfig, device: torch.device) -> tuple[Any, Any]:
 
 def make_policy(model: Any, tokenizer: Any, cfg: TrainConfig, *, temperature: float,
                 seed: int, top_p: float = 1.0) -> Any:
-    from gagpo.agents.policies.hf import TransformersPolicy
+    from gagpo.agents.policies.factory import PolicySpec, build_policy
 
-    return TransformersPolicy(model, tokenizer, mode=cfg.mode, temperature=temperature,
-                              top_p=top_p, max_new_tokens=cfg.max_new_tokens, seed=seed,
-                              batch_size=max(8, cfg.group_size), stop=("</action>",),
-                              length_normalize=cfg.length_normalize)
+    spec = PolicySpec(cfg.model, mode=cfg.mode, temperature=temperature, top_p=top_p,
+                      max_new_tokens=cfg.max_new_tokens, seed=seed)
+    return build_policy(spec, model=model, tokenizer=tokenizer,
+                        batch_size=max(8, cfg.group_size), stop=("</action>",),
+                        length_normalize=cfg.length_normalize)
 
 
 class TimedPolicy:
@@ -140,17 +141,6 @@ def make_vec(cfg: TrainConfig, n_tasks: int, group_size: int, kwargs: dict) -> A
 
     return GroupVectorEnv(cfg.env, n_tasks, group_size, backend=cfg.backend, env_kwargs=kwargs,
                           **({"ray_address": cfg.ray_address} if cfg.ray_address else {}))
-
-
-def split_tasks(cfg: TrainConfig, split: str) -> list:
-    import gymnasium as gym
-
-    import gagpo.envs  # noqa: F401  (registers the environments)
-
-    probe = gym.make(cfg.env, **env_kwargs(cfg, split))
-    tasks = list(probe.unwrapped.split_tasks())
-    probe.close()
-    return tasks
 
 
 # ---------------------------------------------------------------------------------------------
@@ -435,6 +425,7 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
 
     from gagpo.agents.react import ReActAgent
     from gagpo.agents.rollout import rollout
+    from gagpo.envs import split_tasks
 
     rank, world, device = setup_distributed()
     if cfg.parallel == "fsdp" and not torch.distributed.is_initialized():
@@ -477,8 +468,9 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
     # It starts before any environment exists (vLLM's CPU build: see gagpo.agents.policies.vllm).
     engine = make_vllm_engine(cfg, tokenizer, seed=cfg.seed + rank, amp=amp) \
         if cfg.generation == "vllm" else None
-    train_tasks = split_tasks(cfg, cfg.train_split)
-    eval_tasks = split_tasks(cfg, cfg.resolved_eval_split())[:cfg.eval_episodes]
+    train_tasks = split_tasks(cfg.env, **env_kwargs(cfg, cfg.train_split))
+    eval_tasks = split_tasks(cfg.env, **env_kwargs(cfg, cfg.resolved_eval_split())
+                             )[:cfg.eval_episodes]
     evals: dict[str, Any] = {}
 
     def run_eval(name: str) -> dict[str, Any]:
@@ -505,9 +497,11 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
             run_eval("before")
         if cfg.bc_episodes > 0:  # warm start; GAGPO's reference policy is the warm model
             mine = train_tasks[rank:cfg.bc_episodes:world]
-            teacher_kwargs = env_kwargs(cfg, cfg.train_split, expert=imitates_expert(cfg))
+            teacher = make_teacher(cfg)
+            teacher_kwargs = env_kwargs(cfg, cfg.train_split,
+                                        expert=teacher.needs_expert_action)
             with make_vec(cfg, len(mine), 1, teacher_kwargs) as teacher_envs:
-                demos = expert_demonstrations(cfg, policy, agent, mine, teacher_envs)
+                demos = expert_demonstrations(cfg, policy, teacher, agent, mine, teacher_envs)
             model.train()
             nll = behaviour_cloning(model, demos, cfg, world=world, amp=amp, pad_id=pad_id)
             evals["bc"] = {"demonstration_steps": len(demos), "final_nll": nll}

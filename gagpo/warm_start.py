@@ -9,6 +9,7 @@ from typing import Any
 
 import torch
 
+from gagpo.agents.policies.base import Policy
 from gagpo.distributed import (
     all_reduce_max,
     all_reduce_sum,
@@ -25,25 +26,27 @@ Demonstration = tuple[list[int], list[int]]
 """``(prompt token ids, reply token ids)`` of one teacher step."""
 
 
-def imitates_expert(cfg: TrainConfig) -> bool:
-    """Whether the teacher is the expert: it reads ``expert_action`` from the infos (the envs
-    must be asked for it), and only its won episodes are demonstrations."""
-    return cfg.bc_teacher == "expert"
-
-
-def expert_demonstrations(cfg: TrainConfig, policy: Any, agent: Any, tasks: list,
-                          vec: Any) -> list[Demonstration]:
-    """The teacher plays one episode of each of ``tasks`` in ``vec`` (one env per task, with
-    ``expert_action`` in the infos when :func:`imitates_expert`); every step of its episodes
-    (the expert's: only its won ones) becomes a demonstration, the reply written as the policy
-    writes it (score mode: ``reply_template`` filled, then EOS)."""
+def make_teacher(cfg: TrainConfig) -> Policy:
+    """The scripted teacher ``--bc-teacher`` names: the goal-aware expert (it reads
+    ``expert_action`` from the infos: see ``Policy.needs_expert_action``) or the rule baseline
+    (``rule_options``: it also picks options)."""
     from gagpo.agents.policies.scripted import ExpertPolicy, RuleBaselinePolicy
+
+    if cfg.bc_teacher == "expert":
+        return ExpertPolicy(search_with_instruction=cfg.mode == "score")
+    return RuleBaselinePolicy(options=cfg.bc_teacher == "rule_options")
+
+
+def expert_demonstrations(cfg: TrainConfig, policy: Any, teacher: Policy, agent: Any,
+                          tasks: list, vec: Any) -> list[Demonstration]:
+    """``teacher`` plays one episode of each of ``tasks`` in ``vec`` (one env per task, made
+    with ``expert_action`` in the infos when the teacher needs it); every step of its episodes
+    (the expert's: only its won ones, since it knows the goal) becomes a demonstration, the
+    reply written as the policy writes it (score mode: ``reply_template`` filled, then EOS)."""
     from gagpo.agents.rollout import rollout
 
     tok = policy.tokenizer
-    expert = imitates_expert(cfg)
-    teacher = (ExpertPolicy(search_with_instruction=cfg.mode == "score") if expert
-               else RuleBaselinePolicy(options=cfg.bc_teacher == "rule_options"))
+    expert = cfg.bc_teacher == "expert"
     table = rollout(teacher, agent, vec, tasks)
     won = {e["trajectory"] for e in table.episodes() if e["won"] or not expert}
     demos = []

@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 
 PROBE = """
@@ -37,3 +39,32 @@ def test_importing_envs_registers_both_ids():
         "gagpo.envs.webshop.env:WebShopEnv", 15, "gagpo.envs.webshop.env.WebShopEnv"]
     assert got["ALFWorld-v0"] == [
         "gagpo.envs.alfworld.env:AlfworldEnv", 50, "gagpo.envs.alfworld.env.AlfworldEnv"]
+
+
+def test_each_episode_limit_is_read_from_its_one_constant():
+    """The registration, the environment and the agent's prompts share one limit per env."""
+    import gymnasium as gym
+    from gagpo.agents.react import ReActAgent
+    from gagpo.envs import ALFWORLD_MAX_STEPS, WEBSHOP_MAX_STEPS, probe
+
+    for env_id, limit, name in (("WebShop-v0", WEBSHOP_MAX_STEPS, "webshop"),
+                                ("ALFWorld-v0", ALFWORLD_MAX_STEPS, "alfworld")):
+        assert gym.spec(env_id).max_episode_steps == limit
+        assert ReActAgent(env_id).max_steps == limit == ReActAgent(name).max_steps
+    assert ReActAgent("WebShop-v0", max_steps=4).max_steps == 4
+    with probe("WebShop-v0") as env:
+        assert env.max_steps == WEBSHOP_MAX_STEPS
+    with probe("WebShop-v0", max_steps=3) as env:
+        assert env.max_steps == 3
+
+
+def test_split_tasks_lists_a_split_of_an_env_id():
+    from gagpo.envs import probe, split_tasks
+
+    with probe("WebShop-v0") as env:
+        n = env.num_goals
+        assert split_tasks("WebShop-v0") == list(env.split_tasks()) == list(range(1500, n))
+    assert split_tasks("WebShop-v0", "test") == list(range(500))
+    assert split_tasks("WebShop-v0", split="eval") == list(range(500, 1500))
+    with pytest.raises(ValueError, match="unknown split 'dev'"):
+        split_tasks("WebShop-v0", split="dev")

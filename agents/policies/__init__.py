@@ -3,7 +3,8 @@
 ``TransformersPolicy`` (gagpo.agents.policies.hf), ``VLLMPolicy`` (gagpo.agents.policies.vllm),
 ``OpenAICompatiblePolicy`` (gagpo.agents.policies.openai_compat), ``ExpertPolicy`` and
 ``RandomPolicy`` (gagpo.agents.policies.scripted). They are imported on first use, so that importing
-this package does not import torch.
+this package does not import torch. ``build_policy`` (gagpo.agents.policies.factory) builds the
+one a ``PolicySpec`` names.
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ _LAZY = {
     "OpenAICompatiblePolicy": "gagpo.agents.policies.openai_compat",
     "ExpertPolicy": "gagpo.agents.policies.scripted",
     "RandomPolicy": "gagpo.agents.policies.scripted",
+    "PolicySpec": "gagpo.agents.policies.factory",
+    "build_policy": "gagpo.agents.policies.factory",
 }
 
 __all__ = ["Policy", "Reply", "Request", *_LAZY]

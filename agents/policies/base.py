@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, ClassVar, Protocol, runtime_checkable
 
 Messages = list[dict[str, str]]
 
@@ -65,6 +65,12 @@ class Reply:
 
 @runtime_checkable
 class Policy(Protocol):
+    """What every policy does (gagpo's policies subclass it, and so inherit its defaults)."""
+
+    needs_expert_action: ClassVar[bool] = False
+    """Whether the policy reads ``info["expert_action"]``: whoever makes its environments asks
+    them for it (``request_infos=["expert_action"]``)."""
+
     def act(self, requests: list[Request]) -> list[Reply]:
         """One reply per request, in order."""
         ...

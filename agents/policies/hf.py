@@ -23,7 +23,7 @@ from typing import Any, Literal
 import torch
 import torch.nn.functional as F
 from gagpo.agents.parser import fill_template, is_template
-from gagpo.agents.policies.base import Reply, Request
+from gagpo.agents.policies.base import Policy, Reply, Request
 from gagpo.agents.prompts import chat_prompt_ids
 
 Mode = Literal["generate", "score"]
@@ -33,7 +33,7 @@ def _chunks(n: int, size: int) -> list[range]:
     return [range(i, min(i + size, n)) for i in range(0, n, size)]
 
 
-class TransformersPolicy:
+class TransformersPolicy(Policy):
     """A causal LM answering :class:`Request` batches.
 
     Args:

@@ -17,7 +17,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import requests
-from gagpo.agents.policies.base import Reply, Request
+from gagpo.agents.policies.base import Policy, Reply, Request
 
 _TOKEN_ID_PREFIX = "token_id:"
 
@@ -26,7 +26,7 @@ class ServerError(RuntimeError):
     """The server answered with an error, or not at all, after the retries."""
 
 
-class OpenAICompatiblePolicy:
+class OpenAICompatiblePolicy(Policy):
     """Chat completions from an OpenAI-compatible server.
 
     Args:

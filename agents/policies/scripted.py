@@ -13,7 +13,7 @@ import re
 from typing import Any
 
 from gagpo.agents.parser import fill_template, is_template
-from gagpo.agents.policies.base import Reply, Request
+from gagpo.agents.policies.base import Policy, Reply, Request
 
 
 def format_reply(action: str, thought: str = "") -> str:
@@ -21,13 +21,15 @@ def format_reply(action: str, thought: str = "") -> str:
     return f"<think>{thought}</think><action>{action}</action>"
 
 
-class ExpertPolicy:
+class ExpertPolicy(Policy):
     """Replays the environment's expert: the action in ``request.info[key]``.
 
     Environments compute it on request (WebShop-v0: ``gym.make(..., request_infos=
     ["expert_action"])``). A list (an expert plan) gives its first action. When the info holds
     None (the episode is over) the reply has an empty action, which the parser rejects.
     """
+
+    needs_expert_action = True
 
     def __init__(self, key: str = "expert_action", search_with_instruction: bool = False) -> None:
         self.key = key
@@ -56,7 +58,7 @@ class ExpertPolicy:
         return replies
 
 
-class RuleBaselinePolicy:
+class RuleBaselinePolicy(Policy):
     """WebShop's rule baseline, reading only the page: search the instruction, open the first
     listed product, buy. With ``options``, also click each not-yet-chosen option whose value
     the instruction names (needs ``observation_mode="text_rich"`` to see chosen options).
@@ -87,7 +89,7 @@ class RuleBaselinePolicy:
         return [Reply(format_reply(self.action(r), "rule")) for r in requests]
 
 
-class RandomPolicy:
+class RandomPolicy(Policy):
     """Uniform over the admissible actions; a ``<query>`` template is filled with the
     instruction. Seeded: the same seed and requests give the same replies."""
 

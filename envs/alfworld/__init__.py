@@ -21,7 +21,10 @@ from typing import Any
 
 from gagpo.envs.alfworld.engine import available
 
-__all__ = ["AlfworldEnv", "available", "generate_games"]
+__all__ = ["MAX_STEPS", "AlfworldEnv", "available", "generate_games"]
+
+MAX_STEPS = 50
+"""Episode length of ALFWorld-v0 (ALFWorld's own setting, the papers')."""
 
 
 def __getattr__(name: str) -> Any:

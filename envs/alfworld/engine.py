@@ -138,10 +138,13 @@ def start(game: str | os.PathLike[str] | dict[str, Any], infos: Any | None = Non
     return env
 
 
-def start_stock(game_file: str | os.PathLike[str], max_episode_steps: int = 50) -> Any:
+def start_stock(game_file: str | os.PathLike[str], max_episode_steps: int | None = None) -> Any:
     """The stock gym environment of ALFWorld's ``AlfredTWEnv`` for one game: TextWorld's gym
     layer over the same wrappers, which reloads the game on every reset. Used by the transcript
-    test and the benchmark as the reference to compare against."""
+    test and the benchmark as the reference to compare against. ``max_episode_steps``: None
+    for ALFWorld-v0's (:data:`gagpo.envs.alfworld.MAX_STEPS`)."""
+    from gagpo.envs.alfworld import MAX_STEPS
+
     require()
     import textworld.gym
 
@@ -152,7 +155,7 @@ def start_stock(game_file: str | os.PathLike[str], max_episode_steps: int = 50) 
         infos,
         batch_size=1,
         asynchronous=False,
-        max_episode_steps=max_episode_steps,
+        max_episode_steps=MAX_STEPS if max_episode_steps is None else max_episode_steps,
         wrappers=[demangler(shuffle=False), alfred_infos],
     )
     return textworld.gym.make(env_id)

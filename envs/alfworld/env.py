@@ -5,7 +5,7 @@ gives the same text, commands, ``won`` and facts.
 Observations are the engine's text, unchanged (the reset text included: "-= Welcome to
 TextWorld, ALFRED! =- ... Your task is to: ..."). Actions are its commands ("go to cabinet 1",
 "take apple 2 from countertop 1", "heat apple 2 with microwave 1", ...); reward and ``won`` are
-its goal check (1 when the task is done, which ends the episode); 50 steps at most.
+its goal check (1 when the task is done, which ends the episode); ``MAX_STEPS`` steps at most.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import os
 import warnings
 from typing import Any
 
+from gagpo.envs.alfworld import MAX_STEPS
 from gagpo.envs.alfworld import engine as _engine
 from gagpo.envs.alfworld import speedups as _speedups
 from gagpo.envs.alfworld.expert import EXPERT_PREDICATES, Expert, Targets
@@ -23,7 +24,6 @@ from gagpo.envs.alfworld.generator import SHORT_NAMES, TASK_TYPES
 from gagpo.envs.alfworld.state import DYNAMIC_PREDICATES, state_key, world_state_key
 from gagpo.envs.base import TextEnv, split_name, step_limit, task_index
 
-MAX_STEPS = 50
 _INSTRUCTION_PREFIX = "Your task is to: "
 ENGINES = ("reference", "native")
 DEFAULT_ENGINE = "native"
@@ -47,7 +47,8 @@ class AlfworldEnv(TextEnv):
             facts, without textworld, fast-downward or alfworld at play time). A game the native
             engine cannot read plays on the reference engine, with a warning at its reset naming the
             file and the part it could not read.
-        max_steps: truncate episodes after this many steps (ALFWorld's 50).
+        max_steps: truncate episodes after this many steps (default
+            :data:`gagpo.envs.alfworld.MAX_STEPS`, ALFWorld's).
 
     ``reset(options={"task": i})`` plays game ``i`` of the split (sorted by path), or a task id
     such as ``"valid_unseen/pick_and_place_simple-Pencil-None-Dresser-330/trial_..."``;

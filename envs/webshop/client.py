@@ -14,6 +14,7 @@ import contextlib
 from typing import Any
 
 import requests
+from gagpo.envs.base import TextEnv
 from gagpo.servers.webshop.observe import with_feedback
 from gagpo.servers.webshop.shop import is_text, parse_action, query_problem
 
@@ -63,8 +64,7 @@ class RemoteBackend:
             "POST", "/api/v1/sessions", {"goal": goal, "observation_mode": self.mode,
              "request_infos": self.request_infos}
         )
-        self.state = out.pop("session")
-        return out
+        return self._answer(out)
 
     def step(self, action: str) -> dict[str, Any]:
         if not is_text(action):  # the API answers 400: JSON carries it, but it is not text
@@ -76,13 +76,17 @@ class RemoteBackend:
                 raise
             return self._refused(action, f"{len(action)} characters are more than the "
                                  "shop's API takes")
-        self.state = out.pop("session")
-        return out
+        return self._answer(out)
 
     def observe(self) -> dict[str, Any]:
         """The current page and infos (the state unchanged)."""
-        out = self._session_call("/api/v1/sessions/observe")
+        return self._answer(self._session_call("/api/v1/sessions/observe"))
+
+    def _answer(self, out: dict[str, Any]) -> dict[str, Any]:
+        """The shop's answer, its session token kept and its info (the shop's facts and
+        ``state_key``) made the contract's."""
         self.state = out.pop("session")
+        out["info"] = TextEnv.make_info(**out["info"])
         return out
 
     def _session_call(self, path: str, **fields: Any) -> dict[str, Any]:

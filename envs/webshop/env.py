@@ -11,16 +11,17 @@ import re
 from collections.abc import Collection
 from typing import Any
 
-from gagpo.envs.base import TextEnv, split_name, step_limit, task_index
+from gagpo.envs.base import TextEnv, make_state_key, split_name, step_limit, task_index
 from gagpo.servers.webshop.goals import SPLITS, GoalKind, split_range
+from gagpo.servers.webshop.limits import MAX_STEPS
 from gagpo.servers.webshop.observe import (
     EXTRA_INFOS,
     OBSERVATION_MODES,
     ObservationMode,
-    describe,
+    view,
     with_feedback,
 )
-from gagpo.servers.webshop.shop import MAX_STEPS
+from gagpo.servers.webshop.shop import StepResult
 
 _TASK_ID = re.compile(r"webshop:([0-9]{1,12})")
 _ACCEPTS = "a goal index (int) or a task id 'webshop:<i>'"
@@ -46,15 +47,21 @@ class _LocalBackend:
 
     def start(self, goal: int) -> dict[str, Any]:
         self.state = self.shop.initial_state(goal)
-        return describe(self.shop, self.state, self.mode, request_infos=self.request_infos)
+        return self._answer()
 
     def step(self, action: str) -> dict[str, Any]:
         result = self.shop.step(self.state, action)
         self.state = result.state
-        return describe(self.shop, self.state, self.mode, result, self.request_infos)
+        return self._answer(result)
 
     def observe(self) -> dict[str, Any]:
-        return describe(self.shop, self.state, self.mode, request_infos=self.request_infos)
+        return self._answer()
+
+    def _answer(self, result: StepResult | None = None) -> dict[str, Any]:
+        """The shop's view of the session, its facts made the contract's info."""
+        v = view(self.shop, self.state, self.mode, result, self.request_infos)
+        info = TextEnv.make_info(**v.facts, state_key=make_state_key(*v.key_parts))
+        return {"observation": v.observation, "reward": v.reward, "done": v.done, "info": info}
 
     def goal(self, index: int):
         return self.shop.goals[index]
@@ -79,8 +86,9 @@ class WebShopEnv(TextEnv):
             (500-1499) or ``"test"`` (0-499).
         request_infos: extra infos to compute at every step: ``"expert_action"`` (the
             goal-aware expert's next action; for demonstrations and scripted baselines).
-        max_steps: the env truncates episodes after this many steps (15, the papers' and
-            the registered ``TimeLimit``'s).
+        max_steps: the env truncates episodes after this many steps (default
+            :data:`~gagpo.servers.webshop.limits.MAX_STEPS`, the papers' and the registered
+            ``TimeLimit``'s).
 
     ``reset(options={"task": i})`` opens goal ``i`` (an int, or the task id
     ``"webshop:<i>"``); ``reset(options={"split": "test"})`` draws a goal of that split with

@@ -1,14 +1,16 @@
-"""What a client of a session sees after each step, in every observation mode.
+"""What a client of a session sees after each step, in every observation mode: the page's text
+and the shop's facts about the session (:func:`view`), and the JSON API's answer made of them
+(:func:`describe`).
 
-One function for the in-process environment and the JSON API alike, so that both give
-identical transcripts.
+The in-process environment (:mod:`gagpo.envs.webshop.env`) turns the same facts into the env
+contract's info, so both give identical transcripts.
 """
 
 from __future__ import annotations
 
-import hashlib
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
+from gagpo.servers.digest import digest
 from gagpo.servers.webshop.pages import render_text, render_text_rich
 from gagpo.servers.webshop.shop import Shop, State, StepResult
 
@@ -18,9 +20,24 @@ EXTRA_INFOS = ("expert_action",)
 """Infos a caller may ask for on top of the contract's (TextWorld's EnvInfos idea)."""
 
 
-def state_key(state: State) -> str:
-    """Digest of (page, query, result page, product, options, sub-page)."""
-    return hashlib.blake2b(repr(state.key_parts()).encode(), digest_size=8).hexdigest()
+class View(NamedTuple):
+    """What the shop shows and knows of a session after a step."""
+
+    observation: str
+    """The page in the requested mode (a rejected action's feedback sentence first)."""
+    reward: float
+    """What the step paid (the purchase's reward; 0 otherwise)."""
+    done: bool
+    """Whether the session is over (bought)."""
+    facts: dict[str, Any]
+    """``task_id`` (``"webshop:<goal>"``), ``task_type`` (the goal's product category),
+    ``instruction``, ``admissible_actions``, ``won`` (bought with reward 1), ``score``,
+    ``action_valid``, ``available_actions`` (the original's ``{has_search_bar,
+    clickables}``), ``page``, ``goal_index``, and when they apply ``feedback`` (a rejected
+    action's), ``reward_parts`` (after the purchase) and the requested extras
+    (``expert_action``: the goal-aware expert's next action, None when done)."""
+    key_parts: tuple
+    """What the session's state key is made of (:meth:`State.key_parts`)."""
 
 
 def observation(shop: Shop, state: State, mode: ObservationMode = "text") -> str:
@@ -44,16 +61,15 @@ def with_feedback(obs: str, feedback: str, mode: ObservationMode) -> str:
     return f"{feedback}{sep}{obs}"
 
 
-def describe(
+def view(
     shop: Shop,
     state: State,
     mode: ObservationMode = "text",
     result: StepResult | None = None,
     request_infos: tuple[str, ...] = (),
-) -> dict[str, Any]:
-    """Observation, reward, done and the contract's info fields for ``state``, plus the
-    requested extras: ``expert_action`` (the goal-aware expert's next action, None when
-    done)."""
+) -> View:
+    """The page and the facts of ``state``, reached by ``result`` (None: no step, as after a
+    reset or for a look at the unchanged page)."""
     page = shop.page(state)
     obs = observation(shop, state, mode)
     reward = 0.0
@@ -66,12 +82,11 @@ def describe(
         parts = result.reward_parts.as_dict() if result.reward_parts is not None else None
     score = state.reward if state.reward is not None else 0.0
     goal = shop.goal_of(state)
-    info: dict[str, Any] = {
+    facts: dict[str, Any] = {
         "task_id": f"webshop:{state.goal}",
         "task_type": goal.category,
         "instruction": goal.instruction_text,
         "admissible_actions": page.admissible_actions(),
-        "state_key": state_key(state),
         "won": state.page == "done" and score == 1.0,
         "score": float(score),
         "action_valid": valid,
@@ -80,16 +95,26 @@ def describe(
         "goal_index": state.goal,
     }
     if feedback:
-        info["feedback"] = feedback
+        facts["feedback"] = feedback
     if parts is not None:
-        info["reward_parts"] = parts
+        facts["reward_parts"] = parts
     if "expert_action" in request_infos:
         from gagpo.servers.webshop.expert import expert_action
 
-        info["expert_action"] = expert_action(shop, state)
-    return {
-        "observation": obs,
-        "reward": float(reward),
-        "done": state.page == "done",
-        "info": info,
-    }
+        facts["expert_action"] = expert_action(shop, state)
+    return View(obs, float(reward), state.page == "done", facts, state.key_parts())
+
+
+def describe(
+    shop: Shop,
+    state: State,
+    mode: ObservationMode = "text",
+    result: StepResult | None = None,
+    request_infos: tuple[str, ...] = (),
+) -> dict[str, Any]:
+    """The JSON API's answer for ``state``: observation, reward, done and ``info``, the
+    :func:`view`'s facts with the ``state_key`` (the digest of its key parts, the one
+    :func:`gagpo.envs.base.make_state_key` computes)."""
+    obs, reward, done, facts, key_parts = view(shop, state, mode, result, request_infos)
+    info = {**facts, "state_key": digest(*key_parts)}
+    return {"observation": obs, "reward": reward, "done": done, "info": info}

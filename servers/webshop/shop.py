@@ -28,6 +28,7 @@ from dataclasses import dataclass, field, replace
 from gagpo.servers.lru import ENTRY_OVERHEAD, BoundedLRU
 from gagpo.servers.webshop.catalog import Catalog, Product
 from gagpo.servers.webshop.goals import Goal
+from gagpo.servers.webshop.limits import MAX_STEPS  # noqa: F401  (app.py serves it from here)
 from gagpo.servers.webshop.pages import (
     ATTRIBUTES,
     BACK_TO_SEARCH,
@@ -46,8 +47,6 @@ from gagpo.servers.webshop.reward import RewardParts, compute_reward
 from gagpo.servers.webshop.search import TOP_K, SearchEngine
 
 MAX_QUERY_CHARS = 1000
-MAX_STEPS = 15
-"""Episode length of WebShop-v0 (the papers' setting)."""
 _ACTION = re.compile(r"^\s*(search|click)\[(.*)\]\s*$", re.DOTALL)
 
 

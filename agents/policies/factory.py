@@ -1,0 +1,81 @@
+"""Policies from a spec: the one place that knows every policy's name and constructor.
+
+``gagpo eval --policy ...`` and the trainer both build their policies here. The constructors
+are imported on use, so that naming a scripted policy never imports torch or vLLM.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from gagpo.agents.policies.base import Policy
+
+
+@dataclass
+class PolicySpec:
+    """What ``--policy`` names and how it samples.
+
+    ``name``: ``expert``, ``random``, ``openai:<base url>`` (with ``server_model``, the served
+    model's name), ``vllm:<model>`` (a vLLM engine in this process), or a model run by
+    transformers: ``tiny``, ``smollm2-135m``, a Hugging Face id or a local path.
+    """
+
+    name: str
+    mode: str = "generate"
+    temperature: float = 0.4
+    top_p: float = 1.0
+    max_new_tokens: int = 256
+    server_model: str | None = None
+    seed: int = 0
+
+
+def build_policy(spec: PolicySpec, *, model: Any = None, tokenizer: Any = None,
+                 **options: Any) -> Policy:
+    """The policy ``spec`` names.
+
+    Args:
+        model, tokenizer: a transformers model (and its tokenizer) already in memory, for a
+            model-backed spec (the trainer's); None loads ``spec.name``.
+        options: further keyword arguments of the policy's constructor (e.g. the trainer's
+            ``batch_size``, ``stop``, ``length_normalize``).
+
+    Raises:
+        ValueError: an ``openai:`` spec without ``server_model``, or a ``vllm:`` spec not in
+            generate mode.
+    """
+    if spec.name == "expert":
+        from gagpo.agents.policies.scripted import ExpertPolicy
+
+        return ExpertPolicy(**options)
+    if spec.name == "random":
+        from gagpo.agents.policies.scripted import RandomPolicy
+
+        return RandomPolicy(seed=spec.seed, **options)
+    if spec.name.startswith("openai:"):
+        from gagpo.agents.policies.openai_compat import OpenAICompatiblePolicy
+
+        if not spec.server_model:
+            raise ValueError("an openai: policy needs --server-model (the served model's name)")
+        return OpenAICompatiblePolicy(
+            spec.name.removeprefix("openai:"), spec.server_model, temperature=spec.temperature,
+            top_p=spec.top_p, max_tokens=spec.max_new_tokens, **options,
+        )
+    if spec.name.startswith("vllm:"):
+        from gagpo.agents.policies.vllm import VLLMPolicy
+
+        if spec.mode != "generate":
+            raise ValueError("a vllm: policy generates replies: it needs --mode generate")
+        return VLLMPolicy(spec.name.removeprefix("vllm:"), tokenizer,
+                          temperature=spec.temperature, top_p=spec.top_p,
+                          max_new_tokens=spec.max_new_tokens, seed=spec.seed, **options)
+    from gagpo.agents.policies.hf import TransformersPolicy
+
+    if model is None:
+        from gagpo.agents.models import load_model
+
+        model, tokenizer = load_model(spec.name)
+    return TransformersPolicy(
+        model, tokenizer, mode=spec.mode, temperature=spec.temperature, top_p=spec.top_p,
+        max_new_tokens=spec.max_new_tokens, seed=spec.seed, **options,
+    )
