@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from gagpo.servers.cache import build_once, cache_dir
+from gagpo.common.cache import build_once, cache_dir
 
 log = logging.getLogger(__name__)
 

@@ -166,19 +166,19 @@ TARGETS: tuple[Target, ...] = (
     ),
     Target(
         "tokens",
-        ("servers/webshop/tokens.py",),
+        ("servers/webshop/web/tokens.py",),
         ("tests/test_tokens.py", "tests/test_token_reasons.py"),
     ),
     Target(
         "URL parsing",
-        ("servers/webshop/app.py",),
+        ("servers/webshop/web/pages_view.py",),
         ("tests/test_url_parsing.py",),
         (
-            "servers.webshop.app.x__literal",
-            "servers.webshop.app.x__keywords",
-            "servers.webshop.app.x__check_query",
-            "servers.webshop.app.x__page_num",
-            "servers.webshop.app.x__options",
+            "servers.webshop.web.pages_view.x__literal",
+            "servers.webshop.web.pages_view.x__keywords",
+            "servers.webshop.web.pages_view.x__check_query",
+            "servers.webshop.web.pages_view.x__page_num",
+            "servers.webshop.web.pages_view.x__options",
         ),
     ),
 )

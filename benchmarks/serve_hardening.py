@@ -42,7 +42,7 @@ from typing import Any
 import numpy as np
 import psutil
 import requests
-from gagpo.servers.webshop.tokens import SALT
+from gagpo.servers.webshop.web.tokens import SALT
 from itsdangerous import URLSafeSerializer
 
 from benchmarks.record import machine

@@ -76,7 +76,7 @@ def free_port() -> int:
 def bench_env(n_goals: int = 300) -> None:
     import gagpo.envs  # noqa: F401
     import gymnasium as gym
-    from gagpo.servers.webshop.app import create_app
+    from gagpo.servers.webshop.web.app import create_app
     from waitress.server import create_server
 
     local = gym.make("WebShop-v0").unwrapped

@@ -9,7 +9,7 @@ import sys
 
 
 def _serve(args: argparse.Namespace) -> int:
-    from gagpo.servers.webshop.serve import main as serve_webshop
+    from gagpo.servers.webshop.web.serve import main as serve_webshop
 
     return serve_webshop(args.extra)
 
@@ -83,7 +83,8 @@ def build_parser() -> argparse.ArgumentParser:
         "webshop", add_help=False,
         help="the WebShop shop (HTML pages and a JSON API); --help lists its options",
     )
-    # The shop's own parser (gagpo.servers.webshop.serve) owns its options: main() forwards them.
+    # The shop's own parser (gagpo.servers.webshop.web.serve) owns its options: main() forwards
+    # them.
     shop.set_defaults(func=_serve)
 
     ev = sub.add_parser("eval", help="evaluate a policy: success and score per task type")

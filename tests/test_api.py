@@ -13,9 +13,9 @@ from urllib.parse import quote
 import pytest
 import requests
 from gagpo.servers.webshop import open_shop
-from gagpo.servers.webshop.app import MAX_CONTENT_LENGTH, create_app
 from gagpo.servers.webshop.observe import describe
-from gagpo.servers.webshop.tokens import BadToken, decode_state, encode_state
+from gagpo.servers.webshop.web.app import MAX_CONTENT_LENGTH, create_app
+from gagpo.servers.webshop.web.tokens import BadToken, decode_state, encode_state
 
 try:
     from conftest_shop import serve_in_thread
@@ -176,7 +176,7 @@ def test_token_round_trip(shop):
 def test_signed_but_malformed_payloads_are_bad_tokens():
     """Even with the secret (as if it leaked), a token cannot smuggle in a zip bomb or a
     payload of the wrong shape (tests/test_tokens.py: nor a state the shop never makes)."""
-    from gagpo.servers.webshop.tokens import SALT
+    from gagpo.servers.webshop.web.tokens import SALT
     from itsdangerous import URLSafeSerializer
 
     signer = URLSafeSerializer(SECRET, salt=SALT)
@@ -509,7 +509,7 @@ def test_traversal_on_a_real_server(app):
 
 
 def test_serve_command_runs_waitress(tmp_path):
-    """``python -m gagpo.servers.webshop.serve`` serves pages and the API on the given port."""
+    """``python -m gagpo.servers.webshop.web.serve`` serves pages and the API on the given port."""
     import socket
     import subprocess
     import sys
@@ -518,7 +518,7 @@ def test_serve_command_runs_waitress(tmp_path):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    cmd = [sys.executable, "-m", "gagpo.servers.webshop.serve", "--port", str(port),
+    cmd = [sys.executable, "-m", "gagpo.servers.webshop.web.serve", "--port", str(port),
            "--num-products", "200", "--threads", "2"]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
@@ -543,7 +543,7 @@ def test_serve_command_runs_waitress(tmp_path):
 
 
 def test_serve_main_rejects_bad_arguments():
-    from gagpo.servers.webshop.serve import main
+    from gagpo.servers.webshop.web.serve import main
 
     assert main(["--port", "70000"]) == 2
     assert main(["--threads", "0"]) == 2

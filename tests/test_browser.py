@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 from gagpo.servers.webshop import open_shop
-from gagpo.servers.webshop.app import create_app
+from gagpo.servers.webshop.web.app import create_app
 
 try:
     from conftest_shop import serve_in_thread

@@ -1,5 +1,5 @@
 """Tests of the generated catalog: format, determinism, loader round trip, solvability and
-hardness (servers/webshop/generator.py, servers/webshop/vocab.py)."""
+hardness (servers/webshop/generator/families.py, servers/webshop/generator/vocab.py)."""
 
 from __future__ import annotations
 
@@ -9,10 +9,11 @@ from collections import Counter, defaultdict
 from pathlib import Path
 
 import pytest
-from gagpo.servers.webshop import generator, vocab
-from gagpo.servers.webshop.catalog import load_catalog, parse_pricing
-from gagpo.servers.webshop.generator import GeneratorConfig, generate, write_catalog
+from gagpo.servers.webshop.catalog import load_catalog
+from gagpo.servers.webshop.generator import families, vocab
+from gagpo.servers.webshop.generator.families import GeneratorConfig, generate, write_catalog
 from gagpo.servers.webshop.goals import build_goals
+from gagpo.servers.webshop.product import parse_pricing
 
 N = 1000
 PRICE_RE = re.compile(r"^\$\d+\.\d\d( - \$\d+\.\d\d)?$")
@@ -40,7 +41,7 @@ def catalog_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def files(catalog_dir: Path) -> dict[str, object]:
     return {
         stem: json.loads((catalog_dir / f"{stem}.json").read_text(encoding="utf-8"))
-        for stem in generator.FILES
+        for stem in families.FILES
     }
 
 
@@ -55,12 +56,12 @@ def human_goals(catalog):
 
 
 def _bytes(directory: Path) -> dict[str, bytes]:
-    return {stem: (directory / f"{stem}.json").read_bytes() for stem in generator.FILES}
+    return {stem: (directory / f"{stem}.json").read_bytes() for stem in families.FILES}
 
 
-def _type_of_query() -> dict[str, generator._Type]:
+def _type_of_query() -> dict[str, families._Type]:
     types = {}
-    for category_types in generator.TYPES.values():
+    for category_types in families.TYPES.values():
         for t in category_types:
             for q in t.spec.queries:
                 assert q.text not in types, f"query {q.text!r} used by two product types"
@@ -77,11 +78,11 @@ def test_same_seed_same_bytes_other_seed_differs(tmp_path: Path) -> None:
     write_catalog(b, 300, seed=7)
     write_catalog(c, 300, seed=8)
     assert _bytes(a) == _bytes(b)
-    assert all(_bytes(a)[s] != _bytes(c)[s] for s in generator.FILES)
+    assert all(_bytes(a)[s] != _bytes(c)[s] for s in families.FILES)
 
 
 def test_workers_do_not_change_the_bytes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(generator, "CHUNK_PRODUCTS", 60)  # several chunks in flight
+    monkeypatch.setattr(families, "CHUNK_PRODUCTS", 60)  # several chunks in flight
     write_catalog(tmp_path / "one", 400, seed=3, workers=1)
     write_catalog(tmp_path / "two", 400, seed=3, workers=2)
     assert _bytes(tmp_path / "one") == _bytes(tmp_path / "two")
@@ -95,9 +96,9 @@ def test_generate_yields_what_write_catalog_writes(files: dict) -> None:
 
 
 def test_fast_encoder_is_byte_identical_to_json_dumps() -> None:
-    assert generator._FAST_JSON, "vocabulary gained characters that need JSON escaping"
+    assert families._FAST_JSON, "vocabulary gained characters that need JSON escaping"
     for p in generate(500, seed=11):
-        assert generator._encode_fast(p) == generator._encode_json(p)
+        assert families._encode_fast(p) == families._encode_json(p)
 
 
 def test_empty_catalog_is_valid_json(tmp_path: Path) -> None:
@@ -319,7 +320,7 @@ def test_knobs_change_the_catalog() -> None:
 def test_vocabulary_attributes_are_distinct_within_a_type() -> None:
     fuzz = pytest.importorskip("rapidfuzz.fuzz")
     utils = pytest.importorskip("rapidfuzz.utils")
-    for category_types in generator.TYPES.values():
+    for category_types in families.TYPES.values():
         for t in category_types:
             attrs = t.attributes
             assert len(set(attrs)) == len(attrs) >= 8, t.spec.nouns
@@ -337,7 +338,7 @@ def test_vocabulary_attributes_are_distinct_within_a_type() -> None:
 
 
 def test_generic_texts_never_contain_an_attribute() -> None:
-    for category, category_types in generator.TYPES.items():
+    for category, category_types in families.TYPES.items():
         generic = [*vocab.CLOSERS[category], *vocab.INTROS]
         for t in category_types:
             spec = t.spec
@@ -349,7 +350,7 @@ def test_generic_texts_never_contain_an_attribute() -> None:
 
 
 def test_option_values_load_unchanged() -> None:
-    for category_types in generator.TYPES.values():
+    for category_types in families.TYPES.values():
         for t in category_types:
             for group in t.spec.options:
                 assert len(set(group.values)) == len(group.values)

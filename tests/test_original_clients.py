@@ -25,9 +25,9 @@ import pytest
 from bs4 import BeautifulSoup
 from bs4.element import Comment
 from gagpo.servers.webshop import open_shop
-from gagpo.servers.webshop.app import create_app
 from gagpo.servers.webshop.reward import compute_reward
 from gagpo.servers.webshop.shop import Shop
+from gagpo.servers.webshop.web.app import create_app
 
 try:
     from conftest_shop import write_tricky_catalog

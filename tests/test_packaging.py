@@ -1,7 +1,8 @@
 """The installed names: one import namespace, ``gagpo.*``, that cannot collide with other
 distributions (``openai-agents`` owns ``agents``, the ``envs`` package owns ``envs``).
 
-The repository keeps a top-level folder per layer (envs/, agents/, servers/ beside gagpo/);
+The repository keeps a top-level folder per layer (envs/, agents/, servers/, and common/ that
+they share, beside gagpo/);
 pyproject maps them under ``gagpo``. The slow test builds the wheel and installs it into a
 fresh virtual environment beside both of those distributions, and plays both envs and
 ``gagpo eval`` there, outside the repository.
@@ -30,7 +31,7 @@ import gagpo.envs  # noqa: F401  (registers the environments)
 
 ROOT = Path(__file__).resolve().parent.parent
 LAYERS = {"gagpo": "gagpo", "gagpo.envs": "envs", "gagpo.agents": "agents",
-          "gagpo.servers": "servers"}
+          "gagpo.servers": "servers", "gagpo.common": "common"}
 
 
 def _pyproject() -> dict:
@@ -38,7 +39,7 @@ def _pyproject() -> dict:
 
 
 def _package_folders() -> set[str]:
-    """Every folder with an ``__init__.py`` under the four layers, as its import name."""
+    """Every folder with an ``__init__.py`` under the layers' folders, as its import name."""
     names = set()
     for name, folder in LAYERS.items():
         for init in (ROOT / folder).rglob("__init__.py"):
@@ -58,16 +59,19 @@ def test_pyproject_lists_every_package_folder_under_gagpo():
 
 def test_the_layers_import_as_gagpo_subpackages_from_their_folders():
     import gagpo.agents.parser
-    import gagpo.servers.webshop.app
+    import gagpo.common.cache
+    import gagpo.servers.webshop.web.app
 
     assert Path(gagpo.envs.__file__) == ROOT / "envs" / "__init__.py"
     assert Path(gagpo.agents.parser.__file__) == ROOT / "agents" / "parser.py"
-    assert Path(gagpo.servers.webshop.app.__file__) == ROOT / "servers" / "webshop" / "app.py"
+    assert Path(gagpo.common.cache.__file__) == ROOT / "common" / "cache.py"
+    assert Path(gagpo.servers.webshop.web.app.__file__) == (
+        ROOT / "servers" / "webshop" / "web" / "app.py")
     spec = gym.spec("WebShop-v0")
     assert spec.entry_point == "gagpo.envs.webshop.env:WebShopEnv"
     # No module of the project was loaded under a top-level layer name as well (it would run
     # twice, with two copies of every registry and cache).
-    assert not [m for m in sys.modules if m.split(".")[0] in ("envs", "agents", "servers")
+    assert not [m for m in sys.modules if m.split(".")[0] in ("envs", "agents", "servers", "common")
                 and getattr(sys.modules[m], "__file__", "") and
                 str(ROOT) in str(sys.modules[m].__file__)]
 
@@ -117,8 +121,8 @@ def test_wheel_installs_beside_openai_agents_and_envs(tmp_path):
     dist_info = "-".join(wheel.name.split("-")[:2]) + ".dist-info"
     assert {n.split("/")[0] for n in names} == {"gagpo", dist_info}  # one top-level name
     for needed in ("gagpo/envs/alfworld/native/play.py", "gagpo/agents/policies/base.py",
-                   "gagpo/servers/webshop/templates/base.html",
-                   "gagpo/servers/webshop/static/shop.js"):
+                   "gagpo/servers/webshop/web/templates/base.html",
+                   "gagpo/servers/webshop/web/static/shop.js"):
         assert needed in names
 
     fresh = tmp_path / "venv"

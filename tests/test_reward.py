@@ -10,8 +10,8 @@ import json
 
 import pytest
 from gagpo.servers.webshop import nouns
-from gagpo.servers.webshop.catalog import Product
 from gagpo.servers.webshop.goals import Goal
+from gagpo.servers.webshop.product import Product
 from gagpo.servers.webshop.reward import (
     RewardParts,
     compute_reward,

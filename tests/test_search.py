@@ -4,7 +4,8 @@ import math
 from collections import Counter
 
 import pytest
-from gagpo.servers.webshop.catalog import Catalog, Product
+from gagpo.servers.webshop.catalog import Catalog
+from gagpo.servers.webshop.product import Product
 from gagpo.servers.webshop.search import K1, B, SearchEngine, analyze
 
 WORDS = ("shoe running red blue coffee dark roast mug ceramic sofa leather chair desk lamp "

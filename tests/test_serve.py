@@ -1,7 +1,7 @@
 """``gagpo serve webshop``: the secret a public address needs, the connection settings that keep
 the shop answering while idle half-open connections pile up, and ``--no-expert-infos``.
 
-The servers here are real ``python -m gagpo.servers.webshop.serve`` processes on free loopback
+The servers here are real ``python -m gagpo.servers.webshop.web.serve`` processes on free loopback
 ports.
 """
 
@@ -17,7 +17,7 @@ from collections.abc import Iterator, Sequence
 
 import pytest
 import requests
-from gagpo.servers.webshop.serve import (
+from gagpo.servers.webshop.web.serve import (
     DEFAULT_CHANNEL_TIMEOUT,
     DEFAULT_CONNECTION_LIMIT,
     ServeError,
@@ -26,7 +26,7 @@ from gagpo.servers.webshop.serve import (
     main,
     url_host,
 )
-from gagpo.servers.webshop.tokens import SECRET_ENV, SECRET_FILE
+from gagpo.servers.webshop.web.tokens import SECRET_ENV, SECRET_FILE
 
 PARTIAL_REQUEST = b"GET /api/v1/info HTTP/1.1\r\nHost: attacker\r\n"  # no blank line: unfinished
 
@@ -39,11 +39,11 @@ def _free_port() -> int:
 
 @contextlib.contextmanager
 def served(args: Sequence[str] = ()) -> Iterator[str]:
-    """``python -m gagpo.servers.webshop.serve`` with ``args`` on a free port; yields its base
+    """``python -m gagpo.servers.webshop.web.serve`` with ``args`` on a free port; yields its base
     URL."""
     port = _free_port()
     env = {k: v for k, v in os.environ.items() if k != SECRET_ENV}
-    cmd = [sys.executable, "-m", "gagpo.servers.webshop.serve", "--port", str(port),
+    cmd = [sys.executable, "-m", "gagpo.servers.webshop.web.serve", "--port", str(port),
            "--num-products", "200", *args]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             env=env)

@@ -10,7 +10,7 @@ import os
 import pytest
 from gagpo.servers.webshop import open_shop
 from gagpo.servers.webshop.shop import MAX_QUERY_CHARS, State
-from gagpo.servers.webshop.tokens import (
+from gagpo.servers.webshop.web.tokens import (
     MAX_PAGE_NUM,
     MAX_VISITED,
     SALT,
@@ -181,7 +181,7 @@ def test_a_key_file_needs_32_characters(tmp_path, monkeypatch):
 
 
 def test_token_level_reasons():
-    from gagpo.servers.webshop.tokens import MAX_TOKEN_CHARS
+    from gagpo.servers.webshop.web.tokens import MAX_TOKEN_CHARS
 
     for token in (None, 5, ""):
         assert reason(token) == "the session token must be a non-empty string"

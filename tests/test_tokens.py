@@ -28,9 +28,9 @@ from pathlib import Path
 import pytest
 from gagpo.servers.lru import BoundedLRU, bounded_cache, deep_size
 from gagpo.servers.webshop import open_shop
-from gagpo.servers.webshop.app import create_app
 from gagpo.servers.webshop.shop import MAX_QUERY_CHARS, Shop, State
-from gagpo.servers.webshop.tokens import (
+from gagpo.servers.webshop.web.app import create_app
+from gagpo.servers.webshop.web.tokens import (
     MAX_VISITED,
     SALT,
     SECRET_ENV,
@@ -122,7 +122,7 @@ def test_concurrent_first_starts_make_one_key(tmp_path):
         import secrets, sys, time
         from pathlib import Path
         sys.path.insert(0, {str(ROOT)!r})
-        from gagpo.servers.cache import private_file_once
+        from gagpo.common.cache import private_file_once
         start = float(sys.argv[1])
         time.sleep(max(0.0, start - time.time()))
         data = private_file_once(Path({str(folder)!r}) / "key", lambda: secrets.token_bytes(32))
@@ -137,7 +137,7 @@ def test_concurrent_first_starts_make_one_key(tmp_path):
     assert stat.S_IMODE((folder / "key").stat().st_mode) == 0o600
     assert [p.name for p in folder.iterdir()] == ["key"]  # no temporary files left
 
-    from gagpo.servers.cache import private_file_once
+    from gagpo.common.cache import private_file_once
 
     for round_ in range(20):
         path = tmp_path / f"threads{round_}" / "key"

@@ -10,8 +10,8 @@ from urllib.parse import quote, unquote
 
 import pytest
 from gagpo.servers.webshop import open_shop
-from gagpo.servers.webshop.app import create_app
 from gagpo.servers.webshop.shop import MAX_QUERY_CHARS
+from gagpo.servers.webshop.web.app import create_app
 
 SECRET = "url-parsing-test-secret"
 MAX_LITERAL_CHARS = 8 * MAX_QUERY_CHARS  # the app's bound on a URL literal

@@ -212,7 +212,7 @@ def test_remote_and_in_process_transcripts_are_identical(mode):
     runs in-process or behind `gagpo serve webshop` on a loopback port."""
     from conftest_shop import serve_in_thread
     from gagpo.servers.webshop import open_shop
-    from gagpo.servers.webshop.app import create_app
+    from gagpo.servers.webshop.web.app import create_app
 
     local = gym.make("WebShop-v0", observation_mode=mode, request_infos=["expert_action"])
     shop = local.unwrapped._backend.shop
@@ -267,7 +267,7 @@ def test_expert_action_info_on_request():
 def shop_url(env):
     """A served shop (the in-process env's own shop) on a loopback port."""
     from conftest_shop import serve_in_thread
-    from gagpo.servers.webshop.app import create_app
+    from gagpo.servers.webshop.web.app import create_app
 
     shop = env.unwrapped._backend.shop
     with serve_in_thread(create_app(shop, secret="test-secret")) as url:

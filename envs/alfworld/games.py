@@ -125,8 +125,8 @@ def _collect(folder: Path, split: str) -> list[Game]:
 
 def default_generated_dir(seed: int = DEFAULT_SEED, sizes: dict[str, int] | None = None) -> Path:
     """The default generated set, generating it on first use (atomically, see
-    :func:`gagpo.servers.cache.build_once`: concurrent first uses never see half a set)."""
-    from gagpo.servers.cache import build_once, cache_dir
+    :func:`gagpo.common.cache.build_once`: concurrent first uses never see half a set)."""
+    from gagpo.common.cache import build_once, cache_dir
 
     sizes = dict(sizes or DEFAULT_SIZES)
     tag = "-".join(f"{s}{n}" for s, n in sizes.items())

@@ -1,4 +1,6 @@
-"""The WebShop shop: catalog, search index, goals, reward, sessions, pages and the Flask app.
+"""The WebShop shop: catalog, search index, goals, reward, sessions and pages; the catalog
+generator (:mod:`~gagpo.servers.webshop.generator`) and the web front, HTML pages and JSON API
+(:mod:`~gagpo.servers.webshop.web`), in sub-packages.
 
 ``open_shop()`` gives the shared, per-process :class:`~gagpo.servers.webshop.shop.Shop` for a
 catalog: the embedded generated catalog by default (made on first use and cached), or a folder
@@ -12,7 +14,7 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from gagpo.servers.cache import build_once, cache_dir
+from gagpo.common.cache import build_once, cache_dir
 from gagpo.servers.webshop.catalog import Catalog, load_catalog
 from gagpo.servers.webshop.goals import GoalKind, build_goals
 
@@ -27,16 +29,18 @@ _shops: dict[tuple, Shop] = {}
 
 
 def generator_digest() -> str:
-    """Hash of the generator's source: a changed generator never reuses a stale catalog."""
+    """Hash of the generator's source (every module of its package): a changed generator
+    never reuses a stale catalog."""
     h = hashlib.blake2b(digest_size=6)
-    for name in ("generator.py", "vocab.py"):
-        h.update((Path(__file__).parent / name).read_bytes())
+    for path in sorted((Path(__file__).parent / "generator").glob("*.py")):
+        h.update(path.name.encode())
+        h.update(path.read_bytes())
     return h.hexdigest()
 
 
 def generated_catalog_dir(n_products: int = DEFAULT_PRODUCTS, seed: int = DEFAULT_SEED) -> Path:
     """Folder of the generated catalog (original file format), written on first use."""
-    from gagpo.servers.webshop.generator import write_catalog
+    from gagpo.servers.webshop.generator.families import write_catalog
 
     target = cache_dir() / "catalog" / f"generated-{generator_digest()}-n{n_products}-s{seed}"
     return build_once(target, lambda out: write_catalog(out, n_products=n_products, seed=seed))

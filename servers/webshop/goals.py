@@ -24,7 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from gagpo.servers.webshop.catalog import Catalog, Product
+from gagpo.servers.webshop.catalog import Catalog
+from gagpo.servers.webshop.product import Product
 
 GoalKind = Literal["human", "synthetic"]
 PRICE_STEPS = tuple(10.0 * i for i in range(1, 100))

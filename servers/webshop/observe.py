@@ -47,7 +47,7 @@ def observation(shop: Shop, state: State, mode: ObservationMode = "text") -> str
     if mode == "text_rich":
         return render_text_rich(page)
     if mode == "html":
-        from gagpo.servers.webshop.html import render_html
+        from gagpo.servers.webshop.web.html import render_html
 
         return render_html(shop, state)
     raise ValueError(f"observation mode must be one of {OBSERVATION_MODES}, not {mode!r}")

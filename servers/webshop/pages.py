@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:  # types only: the page model imports nothing of the shop at run time
-    from gagpo.servers.webshop.catalog import Product
     from gagpo.servers.webshop.goals import Goal
+    from gagpo.servers.webshop.product import Product
     from gagpo.servers.webshop.reward import RewardParts
 
 Role = Literal["text", "button", "option", "product"]

@@ -33,9 +33,9 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from gagpo.servers.lru import bounded_cache
-from gagpo.servers.webshop.catalog import Product
 from gagpo.servers.webshop.goals import Goal
 from gagpo.servers.webshop.nouns import noun_tokens
+from gagpo.servers.webshop.product import Product
 from rapidfuzz.fuzz import ratio as _indel_ratio
 
 MATCH_THRESHOLD = 85

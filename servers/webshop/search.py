@@ -23,7 +23,7 @@ from pathlib import Path
 import bm25s
 import numpy as np
 import Stemmer
-from gagpo.servers.cache import build_once, cache_dir
+from gagpo.common.cache import build_once, cache_dir
 from gagpo.servers.lru import BoundedLRU, bounded_cache
 from gagpo.servers.webshop.catalog import Catalog
 from gagpo.servers.webshop.topk import top_k

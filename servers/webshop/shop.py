@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
 from gagpo.servers.lru import ENTRY_OVERHEAD, BoundedLRU
-from gagpo.servers.webshop.catalog import Catalog, Product
+from gagpo.servers.webshop.catalog import Catalog
 from gagpo.servers.webshop.goals import Goal
 from gagpo.servers.webshop.limits import MAX_STEPS  # noqa: F401  (app.py serves it from here)
 from gagpo.servers.webshop.pages import (
@@ -43,6 +43,7 @@ from gagpo.servers.webshop.pages import (
     done_sections,
     done_texts,
 )
+from gagpo.servers.webshop.product import Product
 from gagpo.servers.webshop.reward import RewardParts, compute_reward
 from gagpo.servers.webshop.search import TOP_K, SearchEngine
 

@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 import ijson
 import numpy as np
 from gagpo.servers.lru import BoundedLRU
-from gagpo.servers.webshop.catalog import Product, product_from_record
+from gagpo.servers.webshop.product import Product, product_from_record
 
 STORE_VERSION = 2
 ASIN_LEN = 10

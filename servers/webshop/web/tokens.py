@@ -28,7 +28,7 @@ import time
 import zlib
 from typing import TYPE_CHECKING, Any
 
-from gagpo.servers.cache import cache_dir, private_file_once
+from gagpo.common.cache import cache_dir, private_file_once
 from gagpo.servers.webshop.pages import SUB_PAGES
 from gagpo.servers.webshop.shop import MAX_QUERY_CHARS, State, has_visible, is_text
 from itsdangerous import BadData, URLSafeSerializer
@@ -47,7 +47,7 @@ MAX_PAYLOAD_BYTES = 256 * 1024
 """Bound on the decompressed JSON of a token."""
 SECRET_ENV = "GAGPO_WEBSHOP_SECRET"
 SECRET_FILE = "webshop-token-secret"
-"""Name of the default secret's file in the cache folder (:func:`gagpo.servers.cache.cache_dir`)."""
+"""Name of the default secret's file in the cache folder (:func:`gagpo.common.cache.cache_dir`)."""
 MIN_SECRET_CHARS = 16
 MAX_PAGE_NUM = 9_999_999
 """Largest result page a token may hold (the page URLs take at most 7 digits too)."""

@@ -45,8 +45,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple, Protocol
 
-from gagpo.servers.webshop import vocab
-from gagpo.servers.webshop.vocab import CATEGORIES, PRODUCT_TYPES, OptionGroup, ProductType, Query
+from gagpo.servers.webshop.generator import vocab
+from gagpo.servers.webshop.generator.vocab import (
+    CATEGORIES,
+    PRODUCT_TYPES,
+    OptionGroup,
+    ProductType,
+    Query,
+)
 
 FILES = ("items_shuffle", "items_ins_v2", "items_human_ins")
 CHUNK_PRODUCTS = 4096
@@ -926,7 +932,10 @@ def write_catalog(
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m gagpo.servers.webshop.generator DIR [-n N] [--seed S] [--workers W]``."""
-    parser = argparse.ArgumentParser(description="Write a generated WebShop catalog.")
+    parser = argparse.ArgumentParser(
+        prog="python -m gagpo.servers.webshop.generator",
+        description="Write a generated WebShop catalog.",
+    )
     parser.add_argument("directory")
     parser.add_argument("-n", "--products", type=int, default=1000)
     parser.add_argument("--seed", type=int, default=0)
@@ -945,7 +954,3 @@ def main(argv: Sequence[str] | None = None) -> int:
     dt = time.perf_counter() - t0
     print(f"\n{args.products:,} products in {dt:.1f} s ({args.products / dt:,.0f}/s)")
     return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -1,7 +1,7 @@
 """Vocabulary of the generated catalog: product types, attributes, options and phrasing.
 
 Everything here is plain data written for gagpo (no text is taken from the original WebShop
-data). The generator (:mod:`gagpo.servers.webshop.generator`) draws from it.
+data). The generator (:mod:`gagpo.servers.webshop.generator.families`) draws from it.
 
 Conventions:
 

@@ -23,7 +23,7 @@ import os
 import sys
 from collections.abc import Sequence
 
-from gagpo.servers.webshop.tokens import MIN_SECRET_CHARS, SECRET_ENV
+from gagpo.servers.webshop.web.tokens import MIN_SECRET_CHARS, SECRET_ENV
 
 DEFAULT_THREADS = 8
 DEFAULT_CONNECTION_LIMIT = 1000
@@ -109,7 +109,7 @@ def serve(
     ``secret`` None takes ``$GAGPO_WEBSHOP_SECRET``, else this machine's key file; a
     non-loopback ``host`` needs one of the first two (:func:`check_secret`)."""
     import waitress
-    from gagpo.servers.webshop.app import create_app
+    from gagpo.servers.webshop.web.app import create_app
 
     secret = secret or os.environ.get(SECRET_ENV) or None
     warning = check_secret(host, secret)

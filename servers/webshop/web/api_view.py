@@ -1,0 +1,176 @@
+"""The shop's JSON API (``/api/v1``), for programs.
+
+Each session's state travels in a signed token (:mod:`gagpo.servers.webshop.web.tokens`) that
+every response renews and every request sends back; observations come from
+:func:`gagpo.servers.webshop.observe.describe`, the same function the in-process environment
+uses, so transcripts are identical.
+
+Request and response bodies are JSON; ``...`` is ``describe()``'s
+``{observation, reward, done, info}``:
+
+* ``GET /api/v1/info`` -> ``{products, goals, goal_kind, splits, observation_modes, max_steps}``
+* ``POST /api/v1/sessions`` ``{goal: int|null, observation_mode}`` -> 201 ``{session, ...}``
+  (null: a uniformly drawn goal)
+* ``POST /api/v1/sessions/step`` ``{session, action, observation_mode}`` -> ``{session, ...}``
+* ``POST /api/v1/sessions/observe`` ``{session, observation_mode}`` -> ``{session, ...}``
+* every session call also takes ``request_infos`` (e.g. ``["expert_action"]``) for extra infos;
+  a shop made with ``expert_infos=False`` (``--no-expert-infos``) answers 403 to
+  ``expert_action``, and ``/api/v1/info`` lists the extras it offers as ``request_infos``
+* ``POST /api/v1/sessions/close`` ``{session}`` -> ``{closed: true}``: sessions live in their
+  tokens, so there is nothing to free; it exists so clients can be written as for a stateful
+  server.
+
+Errors are ``{"error": message}``: 400 malformed body or fields, 403 a withheld extra info,
+404 unknown goal or bad token (forged, tampered, or holding a state the shop's transitions
+never make), 405 wrong method, 413 body over 256 kB. Invalid actions are not errors: 200 with
+``info.action_valid == false``, exactly as in-process.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+from flask import Flask, Response, jsonify, request
+from gagpo.servers.webshop.goals import split_range
+from gagpo.servers.webshop.observe import EXTRA_INFOS, OBSERVATION_MODES, describe
+from gagpo.servers.webshop.shop import MAX_STEPS, Shop, State, is_text
+from gagpo.servers.webshop.web.tokens import BadToken, decode_state, encode_state
+from werkzeug.exceptions import abort
+
+API = "/api/v1"
+
+
+def is_api_request() -> bool:
+    """Whether the current request is for the API (its errors are JSON, not pages)."""
+    return request.path == API or request.path.startswith(API + "/")
+
+
+def goal_kind(shop: Shop) -> str:
+    """``synthetic`` goals carry their options as a dict, ``human`` goals as a list."""
+    return "synthetic" if shop.goals and isinstance(shop.goals[0].goal_options, dict) else "human"
+
+
+class ApiViews:
+    """The API routes, bound to one shop (no module-level state)."""
+
+    def __init__(self, shop: Shop, secret: str, expert_infos: bool = True) -> None:
+        self.shop = shop
+        self.secret = secret
+        self.extra_infos = EXTRA_INFOS if expert_infos else ()
+        self.rng = random.SystemRandom()
+
+    def register(self, app: Flask) -> None:
+        add = app.add_url_rule
+        add(f"{API}/info", "api_info", self.api_info, methods=["GET"])
+        add(f"{API}/sessions", "api_open", self.api_open, methods=["POST"])
+        add(f"{API}/sessions/step", "api_step", self.api_step, methods=["POST"])
+        add(f"{API}/sessions/observe", "api_observe", self.api_observe, methods=["POST"])
+        add(f"{API}/sessions/close", "api_close", self.api_close, methods=["POST"])
+
+    def api_info(self) -> Response:
+        n = len(self.shop.goals)
+        splits = {}
+        for name in ("test", "eval", "train"):
+            r = split_range(name, n)
+            splits[name] = [r.start, r.stop]
+        return jsonify(
+            products=len(self.shop.catalog),
+            goals=n,
+            goal_kind=goal_kind(self.shop),
+            splits=splits,
+            observation_modes=list(OBSERVATION_MODES),
+            # The episode length the environments use (WebShop-v0); the server itself does
+            # not cut episodes.
+            max_steps=MAX_STEPS,
+            request_infos=list(self.extra_infos),
+        )
+
+    def api_open(self) -> tuple[Response, int]:
+        body = _json_body()
+        goal = body.get("goal")
+        n = len(self.shop.goals)
+        if goal is None:
+            goal = self.rng.randrange(n)  # uniform (the original never drew goal 0)
+        elif not _is_int(goal):
+            abort(400, "'goal' must be an integer or null")
+        elif not 0 <= goal < n:
+            abort(404, f"unknown goal {goal}: goals are 0..{n - 1}")
+        mode = _mode(body)
+        state = self.shop.initial_state(goal)
+        return self._reply(state, mode), 201
+
+    def api_step(self) -> Response:
+        body = _json_body()
+        state = self._state(body)
+        action = body.get("action")
+        if not isinstance(action, str):
+            abort(400, "'action' must be a string such as 'search[red shoes]' or 'click[...]'")
+        if not is_text(action):
+            abort(400, "'action' is not valid Unicode text (it holds a lone surrogate)")
+        mode = _mode(body)
+        result = self.shop.step(state, action)
+        return self._reply(result.state, mode, result)
+
+    def api_observe(self) -> Response:
+        body = _json_body()
+        state = self._state(body)
+        return self._reply(state, _mode(body))
+
+    def api_close(self) -> Response:
+        body = _json_body()
+        self._state(body)  # a bad token is still an error, for symmetry with the others
+        # Sessions live in their tokens, not on the server: there is nothing to free.
+        return jsonify(closed=True)
+
+    def _reply(self, state: State, mode: str, result=None) -> Response:
+        extras = _request_infos(request.get_json(silent=True))
+        withheld = [e for e in extras if e not in self.extra_infos]
+        if withheld:
+            abort(403, f"this shop withholds {withheld} from clients (--no-expert-infos)")
+        out = describe(self.shop, state, mode, result, extras)
+        return jsonify(session=encode_state(state, self.secret), **out)
+
+    def _state(self, body: dict) -> State:
+        token = body.get("session")
+        if not isinstance(token, str):
+            abort(400, "'session' must be the token string a previous response returned")
+        try:
+            return decode_state(token, self.secret, self.shop)
+        except BadToken as e:
+            abort(404, f"bad session token: {e}")
+
+
+# -- request parsing ------------------------------------------------------------------------
+
+
+def _json_body() -> dict:
+    try:
+        body = request.get_json(force=True, silent=True)  # 413 still raises
+    except RecursionError:  # absurdly deep nesting is malformed, not a crash
+        body = None
+    if not isinstance(body, dict):
+        abort(400, "the request body must be a JSON object")
+    return body
+
+
+def _mode(body: dict) -> str:
+    mode = body.get("observation_mode", "text")
+    if mode is None:
+        mode = "text"
+    if not isinstance(mode, str) or mode not in OBSERVATION_MODES:
+        abort(400, f"'observation_mode' must be one of {list(OBSERVATION_MODES)}")
+    return mode
+
+
+def _request_infos(body: Any) -> tuple[str, ...]:
+    asked = body.get("request_infos") if isinstance(body, dict) else None
+    if asked is None:
+        return ()
+    if not isinstance(asked, list) or any(a not in EXTRA_INFOS for a in asked):
+        abort(400, f"'request_infos' must be a list drawn from {list(EXTRA_INFOS)}")
+    return tuple(asked)
+
+
+def _is_int(x: Any) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool)
