@@ -26,7 +26,7 @@ def test_webshop_passes_in_process_and_over_the_api():
     env = gym.make("WebShop-v0")
     try:
         check_env(env)
-        from gagpo.servers.webshop.app import create_app
+        from gagpo.servers.webshop.web.app import create_app
 
         app = create_app(env.unwrapped._backend.shop, secret="test-secret")
         with serve_in_thread(app) as url:
