@@ -74,6 +74,9 @@ def _parse_value(text: str):
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from gagpo.agents.policies.base import MODES
+    from gagpo.envs.vector import BACKENDS
+
     parser = argparse.ArgumentParser(prog="gagpo", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
 
@@ -94,13 +97,13 @@ def build_parser() -> argparse.ArgumentParser:
                          "path | vllm:<one of those models> (a vLLM engine) | openai:<base "
                          "url> (an OpenAI-compatible chat server)")
     ev.add_argument("--server-model", default=None, help="model name for an openai: policy")
-    ev.add_argument("--mode", choices=["generate", "score"], default="generate",
+    ev.add_argument("--mode", choices=list(MODES), default="generate",
                     help="model policies: generate replies, or score the admissible actions")
     ev.add_argument("--split", default=None, help="test/eval/train (WebShop), "
                     "valid_seen/valid_unseen/train (ALFWorld); default: the env's")
     ev.add_argument("--episodes", type=int, default=100, help="the split's first N tasks")
     ev.add_argument("--batch", type=int, default=16, help="episodes played together")
-    ev.add_argument("--backend", choices=["inprocess", "process", "ray"], default="inprocess")
+    ev.add_argument("--backend", choices=list(BACKENDS), default="inprocess")
     ev.add_argument("--temperature", type=float, default=0.4,
                     help="sampling temperature (the papers validate at 0.4; 0 = greedy)")
     ev.add_argument("--top-p", type=float, default=1.0)

@@ -33,7 +33,9 @@ from gagpo.advantages import (
     NORMS,
     PENALTY_TARGETS,
 )
+from gagpo.agents.policies.base import MODES
 from gagpo.distributed import PARALLEL_MODES
+from gagpo.envs.vector import BACKENDS
 from gagpo.losses import AGGREGATIONS, RATIO_LEVELS, LossConfig, check_dual_clip
 
 _LOSS = LossConfig()  # the loss's defaults are the trainer's
@@ -56,8 +58,9 @@ class TrainConfig:
     train_split: str = arg("train", "split the training tasks come from")
     eval_split: str | None = arg(None, "held-out split (default: WebShop test, ALFWorld "
                                        "valid_unseen)")
-    max_steps: int | None = arg(None, "episode step limit (default: the env's, 15 / 50)")
-    backend: str = arg("inprocess", "where envs run", choices=["inprocess", "process", "ray"])
+    max_steps: int | None = arg(None, "episode step limit (default: the env's own, its "
+                                 "registered max_episode_steps)")
+    backend: str = arg("inprocess", "where envs run", choices=list(BACKENDS))
     ray_address: str | None = arg(None, "Ray cluster address for backend=ray (None: local)")
     parallel: str = arg("ddp", "under torchrun: ddp (each rank a whole model, gradients "
                                "all-reduced) or fsdp (parameters, gradients and optimizer "
@@ -65,7 +68,7 @@ class TrainConfig:
     # --- model and policy ---------------------------------------------------------------------
     model: str = arg("tiny", "tiny | smollm2-135m | a Hugging Face id or local folder")
     mode: str = arg("generate", "generate replies, or score the admissible actions",
-                    choices=["generate", "score"])
+                    choices=list(MODES))
     lora_rank: int = arg(0, "LoRA rank (peft); 0 trains every parameter")
     lora_alpha: float = arg(32.0, "LoRA alpha")
     lora_dropout: float = arg(0.0, "LoRA dropout")

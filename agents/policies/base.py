@@ -14,6 +14,9 @@ from typing import Any, ClassVar, Protocol, runtime_checkable
 
 Messages = list[dict[str, str]]
 
+MODES: tuple[str, ...] = ("generate", "score")
+"""How a model policy answers: generate a reply, or score the admissible actions and pick one."""
+
 
 class Request:
     """What a policy is asked for one environment at one step.

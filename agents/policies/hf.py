@@ -23,7 +23,7 @@ from typing import Any, Literal
 import torch
 import torch.nn.functional as F
 from gagpo.agents.parser import fill_template, is_template
-from gagpo.agents.policies.base import Policy, Reply, Request
+from gagpo.agents.policies.base import MODES, Policy, Reply, Request
 from gagpo.agents.prompts import chat_prompt_ids
 
 Mode = Literal["generate", "score"]
@@ -71,8 +71,8 @@ class TransformersPolicy(Policy):
         reply_template: str = "<think></think><action>{action}</action>",
         length_normalize: bool = False,
     ) -> None:
-        if mode not in ("generate", "score"):
-            raise ValueError(f"mode must be 'generate' or 'score', not {mode!r}")
+        if mode not in MODES:
+            raise ValueError(f"mode must be one of {MODES}, not {mode!r}")
         if not 0.0 < top_p <= 1.0:
             raise ValueError("top_p must be in (0, 1]")
         if temperature < 0:

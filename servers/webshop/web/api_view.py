@@ -2,8 +2,9 @@
 
 Each session's state travels in a signed token (:mod:`gagpo.servers.webshop.web.tokens`) that
 every response renews and every request sends back; observations come from
-:func:`gagpo.servers.webshop.observe.describe`, the same function the in-process environment
-uses, so transcripts are identical.
+:func:`gagpo.servers.webshop.observe.describe`, made of the same facts
+(:func:`~gagpo.servers.webshop.observe.view`) that the in-process environment turns into its
+info, so transcripts are identical.
 
 Request and response bodies are JSON; ``...`` is ``describe()``'s
 ``{observation, reward, done, info}``:
