@@ -1,4 +1,5 @@
-"""``gagpo eval``: many episodes of a policy, summarised as a table a reader can trust.
+"""Evaluation: ``gagpo eval`` (any policy) and the trainer's held-out evaluation
+(:func:`evaluate_model`), many episodes summarised as a table a reader can trust.
 
 Success rate and score per task type with 95% confidence intervals (Wilson for rates, the
 normal approximation for mean scores), printed as a table and written as JSON, and every
@@ -196,3 +197,41 @@ def evaluate(
     if out_dir:
         (out_dir / "summary.json").write_text(json.dumps(summary, indent=2))
     return summary
+
+
+def evaluate_model(model: Any, agent: Any, tasks: Sequence[Any], *, rank: int, world: int,
+                   batch: int, temperature: float, seed: int,
+                   new_policy: Callable[[int], Any], new_vec: Callable[[int], GroupVectorEnv],
+                   amp: Any = None, engine: Any = None) -> dict[str, Any]:
+    """The trainer's held-out evaluation: success and score per task type (as
+    :func:`summarise`) on ``tasks``, played at ``temperature`` by the model being trained.
+
+    Each of ``world`` ranks plays its share (``tasks[rank::world]``, :func:`play_in_batches`),
+    in eval mode, under ``amp`` autocast, with FSDP shards gathered; the summary is over all
+    of them. The policy is ``new_policy(seed)`` (a transformers policy on ``model``), or the
+    rollout ``engine`` (vLLM) given the model's current weights; either way ``seed`` is the
+    evaluation's own, so that evaluating never moves the training run's random streams.
+    """
+    import contextlib
+
+    import torch
+
+    from gagpo.distributed import full_parameters, gather_objects
+
+    mine = list(tasks)[rank::world]
+    was_training = model.training
+    model.eval()
+    if engine is not None:
+        from gagpo.vllm_engine import engine_settings, sync_engine
+
+        sync_engine(engine, model)
+        settings = engine_settings(engine, temperature, seed)
+    else:
+        settings = contextlib.nullcontext(new_policy(seed))
+    device_type = next(model.parameters()).device.type
+    with settings as policy, torch.no_grad(), full_parameters(model), \
+            torch.autocast(device_type, dtype=amp or torch.bfloat16, enabled=amp is not None):
+        batches = play_in_batches(policy, agent, mine, batch=batch, new_vec=new_vec)
+        episodes = [e for _, table in batches for e in table.episodes()]
+    model.train(was_training)
+    return summarise([e for part in gather_objects(episodes, world) for e in part])

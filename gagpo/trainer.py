@@ -48,7 +48,7 @@ from gagpo.distributed import (
     shutdown_distributed,
     sync_gradients,
 )
-from gagpo.evaluate import play_in_batches, summarise
+from gagpo.evaluate import evaluate_model
 from gagpo.losses import LossConfig, micro_batches, policy_loss, reply_logprobs, right_align
 from gagpo.run_folder import (
     MetricLogger,
@@ -63,7 +63,7 @@ from gagpo.run_folder import (
     write_json,
 )
 from gagpo.train_config import TrainConfig, check_resume, resume_differences
-from gagpo.vllm_engine import engine_settings, make_vllm_engine, sync_engine
+from gagpo.vllm_engine import make_vllm_engine, sync_engine
 from gagpo.warm_start import behaviour_cloning, expert_demonstrations, make_teacher
 
 if TYPE_CHECKING:
@@ -334,35 +334,6 @@ def recompute_old_logprobs(model: Any, batch: dict, cfg: TrainConfig, amp, pad_i
 # Evaluation on the held-out split (sharded over ranks).
 
 
-def evaluate_model(model: Any, tokenizer: Any, cfg: TrainConfig, agent: Any, tasks: list, *,
-                   rank: int, world: int, amp: torch.dtype | None,
-                   engine: Any = None) -> dict[str, Any]:
-    """Success and score per task type (Wilson / normal 95% intervals) on ``tasks``, played at
-    ``eval_temperature`` by the model (or by the rollout engine, given the model's weights):
-    each rank plays its share (:func:`gagpo.evaluate.play_in_batches`), the summary is over
-    all of them."""
-    mine = tasks[rank::world]
-    # A private, fixed seed: evaluating never moves the training run's random streams.
-    seed = cfg.seed + 1_000_003 * (rank + 1)
-    was_training = model.training
-    model.eval()
-    if engine is not None:
-        sync_engine(engine, model)
-        settings = engine_settings(engine, cfg.eval_temperature, seed)
-    else:
-        settings = contextlib.nullcontext(
-            make_policy(model, tokenizer, cfg, temperature=cfg.eval_temperature, seed=seed))
-    device_type = next(model.parameters()).device.type
-    with settings as policy, torch.no_grad(), full_parameters(model), \
-            torch.autocast(device_type, dtype=amp or torch.bfloat16, enabled=amp is not None):
-        batches = play_in_batches(
-            policy, agent, mine, batch=cfg.eval_batch,
-            new_vec=lambda n: make_vec(cfg, n, 1, env_kwargs(cfg, cfg.resolved_eval_split())))
-        episodes = [e for _, table in batches for e in table.episodes()]
-    model.train(was_training)
-    return summarise([e for part in gather_objects(episodes, world) for e in part])
-
-
 # ---------------------------------------------------------------------------------------------
 # An iteration's metrics, over all ranks.
 
@@ -474,8 +445,15 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
     evals: dict[str, Any] = {}
 
     def run_eval(name: str) -> dict[str, Any]:
-        summary = evaluate_model(model, tokenizer, cfg, agent, eval_tasks, rank=rank,
-                                 world=world, amp=amp, engine=engine)
+        eval_kwargs = env_kwargs(cfg, cfg.resolved_eval_split())
+        summary = evaluate_model(
+            model, agent, eval_tasks, rank=rank, world=world, amp=amp, engine=engine,
+            batch=cfg.eval_batch, temperature=cfg.eval_temperature,
+            # A private, fixed seed per rank: evaluating never moves the run's random streams.
+            seed=cfg.seed + 1_000_003 * (rank + 1),
+            new_policy=lambda seed: make_policy(model, tokenizer, cfg,
+                                                temperature=cfg.eval_temperature, seed=seed),
+            new_vec=lambda n: make_vec(cfg, n, 1, eval_kwargs))
         evals[name] = summary
         return summary
 
