@@ -21,10 +21,16 @@ def _visible(s: NavigableString) -> bool:
     return s.parent.name not in _HIDDEN_PARENTS and not isinstance(s, Comment)
 
 
-def visible_strings(html: str) -> list[NavigableString]:
-    """Visible text nodes (BeautifulSoup html.parser), non-empty once stripped."""
+def visible_nodes(html: str) -> list[NavigableString]:
+    """Every visible text node (BeautifulSoup html.parser), raw, whitespace-only ones included:
+    what the original's clients (ReAct's, WebShop's browser env) collect."""
     soup = BeautifulSoup(html, "html.parser")
-    return [s for s in soup.find_all(string=True) if _visible(s) and s.strip()]
+    return [s for s in soup.find_all(string=True) if _visible(s)]
+
+
+def visible_strings(html: str) -> list[NavigableString]:
+    """Visible text nodes, non-empty once stripped."""
+    return [s for s in visible_nodes(html) if s.strip()]
 
 
 def visible_texts(html: str) -> list[str]:

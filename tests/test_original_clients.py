@@ -23,29 +23,20 @@ from urllib.parse import quote
 
 import pytest
 from bs4 import BeautifulSoup
-from bs4.element import Comment
 from gagpo.servers.webshop import open_shop
 from gagpo.servers.webshop.reward import compute_reward
 from gagpo.servers.webshop.shop import Shop
 from gagpo.servers.webshop.web.app import create_app
 
 try:
-    from conftest_shop import write_tricky_catalog
+    from conftest_shop import visible_nodes, write_tricky_catalog
 except ImportError:  # tests/ imported as a package
-    from tests.conftest_shop import write_tricky_catalog
+    from tests.conftest_shop import visible_nodes, write_tricky_catalog
 
 SCORE_LABEL = "Your score (min 0.0, max 1.0)"
-_HIDDEN = {"style", "script", "head", "title", "meta", "[document]"}
 
 
 # ------------------------------------------------------------- the clients' way of reading
-
-
-def visible_nodes(html: str) -> list:
-    """Every visible text node, raw (not stripped), as both clients collect them."""
-    soup = BeautifulSoup(html, "html.parser")
-    return [t for t in soup.find_all(string=True)
-            if t.parent.name not in _HIDDEN and not isinstance(t, Comment)]
 
 
 def nodes(html: str) -> list[str]:
