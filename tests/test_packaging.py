@@ -13,8 +13,11 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import socket
 import subprocess
 import sys
+import time
+import urllib.request
 import venv
 import zipfile
 from pathlib import Path
@@ -149,6 +152,31 @@ def test_wheel_installs_beside_openai_agents_and_envs(tmp_path):
               "--batch", "2", "--out", str(out_dir)], work, env)
         summary = json.loads((out_dir / "summary.json").read_text())
         assert summary["episodes"] == 2 and summary["by_type"]["all"]["success"] == 1.0, summary
+    # The served shop finds its templates and static files in the installed package.
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = subprocess.Popen([gagpo_cli, "serve", "webshop", "--port", str(port),
+                               "--num-products", "200"], cwd=work, env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        pages = {}
+        deadline = time.monotonic() + 120
+        while not pages and time.monotonic() < deadline and server.poll() is None:
+            try:
+                for path in ("/", "/static/shop.js"):
+                    with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}") as r:
+                        pages[path] = (r.status, r.read().decode())
+            except OSError:
+                pages = {}
+                time.sleep(0.5)
+        assert pages, server.stdout.read() if server.poll() is not None else "no answer"
+        assert pages["/"][0] == 200 and "Instruction:" in pages["/"][1]
+        assert pages["/static/shop.js"][0] == 200
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+
     # Training needs the extras (torch...): the base install says which, instead of a traceback.
     out = subprocess.run([gagpo_cli, "train", "--env", "WebShop-v0"], cwd=work, env=env,
                          capture_output=True, text=True, timeout=120)
