@@ -40,7 +40,9 @@ import signal
 import subprocess
 import sys
 import time
+import types
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 
 from benchmarks.record import machine
@@ -84,8 +86,46 @@ class Target:
         return any(mutant.startswith(_module(f) + ".") for f in self.files)
 
 
+@cache
+def _packages() -> dict[str, str]:
+    """Top-level folder -> the package it is imported as (pyproject's package-dir: envs/ is
+    ``gagpo.envs``)."""
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # Python 3.10
+        import tomli as tomllib
+    with open(ROOT / "pyproject.toml", "rb") as f:
+        package_dir = tomllib.load(f)["tool"]["setuptools"]["package-dir"]
+    return {folder: package for package, folder in package_dir.items()}
+
+
 def _module(path: str) -> str:
-    return path.removesuffix(".py").replace("/", ".")
+    """The module a source file is imported as: ``envs/vector.py`` -> ``gagpo.envs.vector``."""
+    folder, _, rest = path.removesuffix(".py").partition("/")
+    return ".".join([_packages().get(folder, folder), *rest.split("/")])
+
+
+def _name_mutants_by_import(mm: types.ModuleType) -> None:
+    """Make mutmut name a mutant after the module the tests import (``gagpo.envs.vector.x_…``)
+    instead of after its file's path (``envs.vector.x_…``).
+
+    The trampoline in the mutated code runs a mutant only when the module part of its name is
+    the function's ``__module__``; with names taken from paths, the folders imported under
+    ``gagpo`` would never run a mutant (mutmut stops on the mismatch). mutmut has no setting for
+    a package directory other than ``src/``, so its one naming function is wrapped where it is
+    used (the mutant-testing workers are forks of this process and inherit it).
+    """
+    from mutmut.mutation import file_mutation
+    from mutmut.utils.format_utils import get_mutant_name
+
+    def imported_name(relative_source_path: Path, mutant_method_name: str) -> str:
+        name = get_mutant_name(relative_source_path, mutant_method_name)
+        head, _, tail = name.partition(".")
+        package = _packages().get(head)
+        return f"{package}.{tail}" if package and package != head else name
+
+    mm.get_mutant_name = imported_name
+    file_mutation.get_mutant_name = imported_name
 
 
 TARGETS: tuple[Target, ...] = (
@@ -110,12 +150,12 @@ TARGETS: tuple[Target, ...] = (
             "tests/test_alfworld_env.py::test_same_task_and_seed_give_the_same_start_and_key",
         ),
         (
-            "envs.base.x_make_state_key",
-            "envs.alfworld.state.x_world_facts",
-            "envs.alfworld.state.x_state_key",
-            "envs.alfworld.state.x_world_state_key",
-            "servers.webshop.observe.x_state_key",
-            "servers.webshop.shop.xǁStateǁkey_parts",
+            "gagpo.envs.base.x_make_state_key",
+            "gagpo.envs.alfworld.state.x_world_facts",
+            "gagpo.envs.alfworld.state.x_state_key",
+            "gagpo.envs.alfworld.state.x_world_state_key",
+            "gagpo.servers.webshop.observe.x_state_key",
+            "gagpo.servers.webshop.shop.xǁStateǁkey_parts",
         ),
     ),
     Target(
@@ -153,15 +193,15 @@ TARGETS: tuple[Target, ...] = (
         # handling is the one under test here (Ray's has the same tests in tests/test_vector.py).
         ("tests/test_vector.py", "tests/test_vector_failures.py", "-k", "not ray"),
         (
-            "envs.vector.x__env_error",
-            "envs.vector.x__build_timeout",
-            "envs.vector.xǁ_ProcessWorkersǁcollect",
-            "envs.vector.xǁ_ProcessWorkersǁ_death",
-            "envs.vector.xǁ_ProcessWorkersǁ_kill",
-            "envs.vector.xǁ_ProcessWorkersǁrestart",
-            "envs.vector.xǁGroupVectorEnvǁreset",
-            "envs.vector.xǁGroupVectorEnvǁstep",
-            "envs.vector.xǁGroupVectorEnvǁ_fail",
+            "gagpo.envs.vector.x__env_error",
+            "gagpo.envs.vector.x__build_timeout",
+            "gagpo.envs.vector.xǁ_ProcessWorkersǁcollect",
+            "gagpo.envs.vector.xǁ_ProcessWorkersǁ_death",
+            "gagpo.envs.vector.xǁ_ProcessWorkersǁ_kill",
+            "gagpo.envs.vector.xǁ_ProcessWorkersǁrestart",
+            "gagpo.envs.vector.xǁGroupVectorEnvǁreset",
+            "gagpo.envs.vector.xǁGroupVectorEnvǁstep",
+            "gagpo.envs.vector.xǁGroupVectorEnvǁ_fail",
         ),
     ),
     Target(
@@ -174,11 +214,11 @@ TARGETS: tuple[Target, ...] = (
         ("servers/webshop/app.py",),
         ("tests/test_url_parsing.py",),
         (
-            "servers.webshop.app.x__literal",
-            "servers.webshop.app.x__keywords",
-            "servers.webshop.app.x__check_query",
-            "servers.webshop.app.x__page_num",
-            "servers.webshop.app.x__options",
+            "gagpo.servers.webshop.app.x__literal",
+            "gagpo.servers.webshop.app.x__keywords",
+            "gagpo.servers.webshop.app.x__check_query",
+            "gagpo.servers.webshop.app.x__page_num",
+            "gagpo.servers.webshop.app.x__options",
         ),
     ),
 )
@@ -217,6 +257,7 @@ def _run_one(target: Target, max_seconds: float | None = None) -> None:
     from mutmut.mutation.data import SourceFileMutationData
     from mutmut.mutation.diff_apply import get_diff_for_mutant
 
+    _name_mutants_by_import(mm)
     cfg = configuration._load_config()
     configuration._config = dataclasses.replace(
         cfg,
