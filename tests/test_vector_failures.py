@@ -14,7 +14,7 @@ from collections.abc import Callable
 import gagpo.envs  # noqa: F401
 import gymnasium as gym
 import pytest
-from gagpo.envs.vector import GroupVectorEnv
+from gagpo.envs.vector import GroupVectorEnv, _build_timeout
 
 try:  # the env that raises on "boom", shared with the vector env's own tests
     from test_vector import _FragileEnv
@@ -140,3 +140,37 @@ def test_misuse_of_step_is_refused_with_the_whole_message():
                 vec.step(["go", "go"])
     finally:
         gym.registry.pop("VecFailMisuse-v0")
+
+
+class _HangsEnv(_FragileEnv):
+    """Never answers the action "hang"."""
+
+    def step(self, action: str):
+        if action == "hang":
+            threading.Event().wait()  # its worker is killed at the step timeout
+        return super().step(action)
+
+
+if "VecFailHangs-v0" not in gym.registry:
+    gym.register("VecFailHangs-v0", entry_point=_HangsEnv, disable_env_checker=True)
+
+
+def test_a_built_worker_gets_the_step_timeout_not_the_build_allowance():
+    """Only building a worker's envs gets the longer allowance; once built, a step that does
+    not come back within step_timeout costs its episode, with the timeout in the error."""
+    with GroupVectorEnv(f"{__name__}:VecFailHangs-v0", 1, 1, backend="process",
+                        num_workers=1) as vec:
+        vec.reset([0])
+        pid = vec.worker_pids()[0]
+        vec.step_timeout = 1.0
+        _, _, _, trunc, infos = vec.step(["hang"])
+        assert trunc[0] and infos[0]["worker_failed"] and vec.failed[0]
+        assert infos[0]["error"] == (f"env worker 0 (pid {pid}) did not answer within 1 s "
+                                     "(step_timeout=1.0)")
+
+
+def test_building_envs_gets_at_least_a_minute():
+    """As documented for step_timeout: building a worker's envs (imports, data) gets
+    max(step_timeout, 60) seconds, so a short step timeout does not fail slow starts."""
+    assert _build_timeout(1.0) == 60.0
+    assert _build_timeout(300.0) == 300.0
