@@ -19,6 +19,7 @@ exactly like the original, so no test can kill them) out of the total.
     python -m benchmarks.mutation --summary out.md  # also write the table and survivors there
     python -m benchmarks.mutation --from-reports    # the table of the last runs, rerunning none
     python -m benchmarks.mutation --max-minutes 30 vector-failures  # stop a long target early
+    python -m benchmarks.mutation --survivors tokens  # rerun only the last run's survivors
 
 A target stopped early (``--max-minutes``) reports the mutants it tested, out of how many it
 had, as its error line; the row counts only the tested ones.
@@ -246,11 +247,25 @@ def _interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt  # mutmut stops its workers on this and keeps what it measured
 
 
-def _run_one(target: Target, max_seconds: float | None = None) -> None:
+def _run_one(target: Target, max_seconds: float | None = None, survivors: bool = False) -> None:
     """Run mutmut on one target (in this process: mutmut changes sys.path and forks workers)
     and write its results to ``mutants/report/<slug>.json``; after ``max_seconds`` the run
-    stops as on Ctrl-C, and only the mutants tested by then are reported."""
+    stops as on Ctrl-C, and only the mutants tested by then are reported.
+
+    With ``survivors``, only the mutants that survived the target's last report (equivalents
+    aside) are run again, against the tests as they are now, and their new verdicts replace
+    the old ones in that report; the other mutants keep theirs.
+    """
     os.chdir(ROOT)
+    path = REPORT / f"{_slug(target.name)}.json"
+    previous = json.loads(path.read_text()) if survivors else None
+    patterns = target.patterns()
+    if previous is not None:
+        equivalent = equivalent_mutants()
+        patterns = [n for n, c in previous["exit_codes"].items()
+                    if c not in _KILLED and c not in _TIMEOUT and n not in equivalent]
+        if not patterns:
+            return
     _fresh_tree()
     import mutmut.__main__ as mm  # noqa: F401  (sets the fork start method mutmut needs)
     from mutmut import configuration
@@ -274,7 +289,7 @@ def _run_one(target: Target, max_seconds: float | None = None) -> None:
         signal.signal(signal.SIGALRM, _interrupt)
         signal.setitimer(signal.ITIMER_REAL, max_seconds)
     try:
-        mm._run(target.patterns(), max_children=1)
+        mm._run(patterns, max_children=1)
     except SystemExit as e:  # mutmut exits on a failed clean run or no covering test
         if e.code not in (0, None):
             error = f"mutmut stopped with exit code {e.code}"
@@ -286,6 +301,10 @@ def _run_one(target: Target, max_seconds: float | None = None) -> None:
         data = SourceFileMutationData(path=Path(f))
         data.load()
         results.update({k: v for k, v in data.exit_code_by_key.items() if target.selects(k)})
+    if previous is not None:  # the rerun mutants' new verdicts over the last report's
+        rerun = {k: v for k, v in results.items() if k in patterns and v is not None}
+        results = {**previous["exit_codes"], **rerun}
+        error = error or previous["error"]
     untested = [k for k, v in results.items() if v is None]
     if untested:  # a stopped run: a mutant never run is no survivor
         error = (f"stopped after {len(results) - len(untested)} of {len(results)} mutants"
@@ -304,12 +323,12 @@ def _run_one(target: Target, max_seconds: float | None = None) -> None:
         "tests": list(target.tests),
         "exit_codes": results,
         "diffs": diffs,
-        "seconds": round(time.monotonic() - started, 1),
+        "seconds": round(time.monotonic() - started, 1) + (previous or {}).get("seconds", 0),
         "error": error,
-        "commit": commit,
+        "commit": commit if previous is None else f"{previous['commit']}, survivors {commit}",
         "omp_num_threads": os.environ.get("OMP_NUM_THREADS"),
     }
-    (REPORT / f"{_slug(target.name)}.json").write_text(json.dumps(out, indent=1))
+    path.write_text(json.dumps(out, indent=1))
 
 
 def _git_commit() -> str:
@@ -436,6 +455,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="render the last runs' results (mutants/report/) without running")
     parser.add_argument("--max-minutes", type=float,
                         help="stop each target after this long and report the mutants tested")
+    parser.add_argument("--survivors", action="store_true",
+                        help="rerun only the last run's surviving mutants (after adding tests)")
     parser.add_argument("--one", help=argparse.SUPPRESS)  # internal: run one target here
     args = parser.parse_args(argv)
     by_slug = {_slug(t.name): t for t in TARGETS}
@@ -444,7 +465,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{_slug(t.name):16} {', '.join(t.files)}  <- {', '.join(t.tests)}")
         return 0
     if args.one:
-        _run_one(by_slug[args.one], args.max_minutes and 60 * args.max_minutes)
+        _run_one(by_slug[args.one], args.max_minutes and 60 * args.max_minutes, args.survivors)
         return 0
     unknown = [n for n in args.targets if _slug(n) not in by_slug]
     if unknown:
@@ -458,13 +479,17 @@ def main(argv: list[str] | None = None) -> int:
         print(f"== {target.name}: {', '.join(target.files)}", flush=True)
         log = REPORT / f"{slug}.log"
         result = REPORT / f"{slug}.json"
+        if args.survivors and not result.exists():
+            parser.error(f"--survivors: no last run of {target.name} ({result} is missing)")
         if not args.from_reports:
-            result.unlink(missing_ok=True)
+            if not args.survivors:
+                result.unlink(missing_ok=True)
             # A process per target: mutmut keeps global state and edits sys.path.
             with open(log, "w") as out:
-                limit = [] if args.max_minutes is None else ["--max-minutes", str(args.max_minutes)]
+                extra = [] if args.max_minutes is None else ["--max-minutes", str(args.max_minutes)]
+                extra += ["--survivors"] if args.survivors else []
                 subprocess.run(
-                    [sys.executable, "-m", "benchmarks.mutation", "--one", slug, *limit],
+                    [sys.executable, "-m", "benchmarks.mutation", "--one", slug, *extra],
                     cwd=ROOT,
                     stdout=out,
                     stderr=subprocess.STDOUT,
