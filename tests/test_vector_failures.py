@@ -3,17 +3,19 @@ env's own traceback, whole, so that a failure in a long run can be diagnosed fro
 
 from __future__ import annotations
 
-import inspect
 import os
 import signal
 import sys
 import threading
 import time
 from collections.abc import Callable
+from types import FrameType, ModuleType
+from typing import TypeVar
 
 import gagpo.envs  # noqa: F401
 import gymnasium as gym
 import pytest
+from gagpo.envs import vector
 from gagpo.envs.vector import GroupVectorEnv, _build_timeout
 
 try:  # the env that raises on "boom", shared with the vector env's own tests
@@ -21,6 +23,7 @@ try:  # the env that raises on "boom", shared with the vector env's own tests
 except ImportError:  # tests/ imported as a package
     from tests.test_vector import _FragileEnv
 
+T = TypeVar("T")
 BAD = "click[no such button]"  # rejected by the shop: feedback, reward 0, same state
 
 
@@ -34,10 +37,22 @@ def _wait_dead(pid: int, timeout: float = 10.0) -> None:
         time.sleep(0.05)
 
 
-def _caller_file(method: Callable) -> str:
-    """The file a warning of ``method`` must point at: this test's, the caller's (stacklevel 2),
-    unless a wrapper stands between them, as mutmut's trampoline does under ``make mutate``."""
-    return inspect.getfile(method) if hasattr(method, "__wrapped__") else __file__
+def _call_noting_caller(call: Callable[[], T], module: ModuleType) -> tuple[tuple[str, int], T]:
+    """``call()``'s result, with the file and line of the frame that first called into
+    ``module``'s code: where a warning with stacklevel 2 from that code must point. It is the
+    caller's own line, or a wrapper's (mutmut's trampoline, under ``make mutate``)."""
+    caller: list[tuple[str, int]] = []
+
+    def profile(frame: FrameType, event: str, arg: object) -> None:
+        if event == "call" and not caller and frame.f_code.co_filename == module.__file__:
+            caller.append((frame.f_back.f_code.co_filename, frame.f_back.f_lineno))
+
+    sys.setprofile(profile)
+    try:
+        result = call()
+    finally:
+        sys.setprofile(None)
+    return caller[0], result
 
 
 def test_a_killed_worker_is_reported_with_its_signal():
@@ -61,8 +76,9 @@ def test_an_env_error_carries_the_whole_traceback():
         with GroupVectorEnv("VecFailFragile-v0", 1, 2) as vec:
             vec.reset([0])
             with pytest.warns(RuntimeWarning) as record:
-                _, _, _, trunc, infos = vec.step(["go", "boom"])
-            assert record[0].filename == _caller_file(GroupVectorEnv.step)
+                caller, (_, _, _, trunc, infos) = _call_noting_caller(
+                    lambda: vec.step(["go", "boom"]), vector)
+            assert (record[0].filename, record[0].lineno) == caller  # the caller's step
             error = infos[1]["error"]
             assert trunc[1] and infos[1]["env_error"]
             assert infos[1]["worker_failed"] is False  # the worker itself is fine
