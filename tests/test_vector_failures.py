@@ -190,3 +190,30 @@ def test_building_envs_gets_at_least_a_minute():
     max(step_timeout, 60) seconds, so a short step timeout does not fail slow starts."""
     assert _build_timeout(1.0) == 60.0
     assert _build_timeout(300.0) == 300.0
+
+
+class _DiesOnReset(_FragileEnv):
+    """Ends its worker process (exit code 3) when reset with the task "die"."""
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None):
+        if (options or {}).get("task") == "die":
+            os._exit(3)
+        return super().reset(seed=seed, options=options)
+
+
+if "VecFailDies-v0" not in gym.registry:
+    gym.register("VecFailDies-v0", entry_point=_DiesOnReset, disable_env_checker=True)
+
+
+def test_a_worker_that_dies_in_reset_twice_fails_only_its_envs():
+    """A worker found dead at reset is replaced and the reset retried once; dead again, its
+    envs come back failed, with the worker's fate in their infos, and the others start."""
+    with GroupVectorEnv(f"{__name__}:VecFailDies-v0", 2, 1, backend="process",
+                        num_workers=2) as vec:
+        obs, infos = vec.reset(["die", 0])
+        assert obs == [None, "start"] and vec.failed.tolist() == [True, False]
+        assert vec.live.tolist() == [False, True]
+        assert infos[0]["worker_failed"] is True
+        assert infos[0]["error"].startswith("env worker 0 (pid ")
+        assert infos[0]["error"].endswith(" died (exit code 3)")
+        assert infos[1] == {}
