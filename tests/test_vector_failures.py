@@ -14,6 +14,7 @@ from typing import TypeVar
 
 import gagpo.envs  # noqa: F401
 import gymnasium as gym
+import psutil
 import pytest
 from gagpo.envs import vector
 from gagpo.envs.vector import GroupVectorEnv, _build_timeout
@@ -28,11 +29,14 @@ BAD = "click[no such button]"  # rejected by the shop: feedback, reward 0, same 
 
 
 def _wait_dead(pid: int, timeout: float = 10.0) -> None:
+    """Until the worker ``pid`` has exited: a zombie, left for its parent (the vector env) to
+    reap, which reads its exit code."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
+            if psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
+                return
+        except psutil.NoSuchProcess:
             return
         time.sleep(0.05)
 
@@ -210,6 +214,9 @@ def test_a_worker_that_dies_in_reset_twice_fails_only_its_envs():
     envs come back failed, with the worker's fate in their infos, and the others start."""
     with GroupVectorEnv(f"{__name__}:VecFailDies-v0", 2, 1, backend="process",
                         num_workers=2) as vec:
+        pid = vec.worker_pids()[0]
+        os.kill(pid, signal.SIGKILL)
+        _wait_dead(pid)  # found dead when the reset is sent; its replacement dies in reset
         obs, infos = vec.reset(["die", 0])
         assert obs == [None, "start"] and vec.failed.tolist() == [True, False]
         assert vec.live.tolist() == [False, True]
@@ -217,3 +224,40 @@ def test_a_worker_that_dies_in_reset_twice_fails_only_its_envs():
         assert infos[0]["error"].startswith("env worker 0 (pid ")
         assert infos[0]["error"].endswith(" died (exit code 3)")
         assert infos[1] == {}
+        assert pid not in vec.worker_pids()
+
+
+class _RaisesInReset(_FragileEnv):
+    def reset(self, *, seed: int | None = None, options: dict | None = None):
+        raise KeyError(options["task"])
+
+
+def test_an_env_error_in_reset_is_reraised_with_the_env_and_task_as_cause():
+    gym.register("VecFailResetRaises-v0", entry_point=_RaisesInReset, disable_env_checker=True)
+    try:
+        with GroupVectorEnv("VecFailResetRaises-v0", 2, 1) as vec:
+            with pytest.raises(KeyError) as e:
+                vec.reset(["a", "b"])  # both raise: the first env's error is the one raised
+            assert e.value.args == ("a",) and not vec.live.any()
+            cause = str(e.value.__cause__)
+            assert cause.startswith("env 0 (task 'a') raised in reset:\nTraceback ")
+            assert cause.endswith("KeyError: 'a'\n")
+    finally:
+        gym.registry.pop("VecFailResetRaises-v0")
+
+
+class _SlowToBuild(_FragileEnv):
+    def __init__(self) -> None:
+        time.sleep(0.5)
+
+
+if "VecFailSlowBuild-v0" not in gym.registry:
+    gym.register("VecFailSlowBuild-v0", entry_point=_SlowToBuild, disable_env_checker=True)
+
+
+def test_a_short_step_timeout_does_not_fail_a_slow_build():
+    """Building a worker's envs gets its own allowance (at least a minute), not step_timeout."""
+    with GroupVectorEnv(f"{__name__}:VecFailSlowBuild-v0", 1, 1, backend="process",
+                        num_workers=1, step_timeout=0.1) as vec:
+        vec.step_timeout = 120.0  # for the reset: only the build is under test
+        assert vec.reset([0])[0] == ["start"]
