@@ -19,7 +19,7 @@ exactly like the original, so no test can kill them) out of the total.
     python -m benchmarks.mutation --summary out.md  # also write the table and survivors there
     python -m benchmarks.mutation --from-reports    # the table of the last runs, rerunning none
     python -m benchmarks.mutation --max-minutes 30 vector-failures  # stop a long target early
-    python -m benchmarks.mutation --survivors tokens  # rerun only the last run's survivors
+    python -m benchmarks.mutation --survivors tokens  # only the last run's survivors, untested
 
 A target stopped early (``--max-minutes``) reports the mutants it tested, out of how many it
 had, as its error line; the row counts only the tested ones.
@@ -253,10 +253,12 @@ def _run_one(target: Target, max_seconds: float | None = None, survivors: bool =
     stops as on Ctrl-C, and only the mutants tested by then are reported.
 
     With ``survivors``, only the mutants that survived the target's last report (equivalents
-    aside) are run again, against the tests as they are now, and their new verdicts replace
-    the old ones in that report; the other mutants keep theirs.
+    aside), and those a stopped last run left untested, are run, against the tests as they are
+    now; their verdicts replace or join the last report's.
     """
     os.chdir(ROOT)
+    from mutmut.mutation.data import SourceFileMutationData
+
     path = REPORT / f"{_slug(target.name)}.json"
     previous = json.loads(path.read_text()) if survivors else None
     patterns = target.patterns()
@@ -264,12 +266,16 @@ def _run_one(target: Target, max_seconds: float | None = None, survivors: bool =
         equivalent = equivalent_mutants()
         patterns = [n for n, c in previous["exit_codes"].items()
                     if c not in _KILLED and c not in _TIMEOUT and n not in equivalent]
+        for f in target.files:  # the last run's tree, before it is replaced
+            data = SourceFileMutationData(path=Path(f))
+            data.load()
+            patterns += [k for k, v in data.exit_code_by_key.items()
+                         if v is None and target.selects(k) and k not in previous["exit_codes"]]
         if not patterns:
             return
     _fresh_tree()
     import mutmut.__main__ as mm  # noqa: F401  (sets the fork start method mutmut needs)
     from mutmut import configuration
-    from mutmut.mutation.data import SourceFileMutationData
     from mutmut.mutation.diff_apply import get_diff_for_mutant
 
     _name_mutants_by_import(mm)
@@ -301,10 +307,8 @@ def _run_one(target: Target, max_seconds: float | None = None, survivors: bool =
         data = SourceFileMutationData(path=Path(f))
         data.load()
         results.update({k: v for k, v in data.exit_code_by_key.items() if target.selects(k)})
-    if previous is not None:  # the rerun mutants' new verdicts over the last report's
-        rerun = {k: v for k, v in results.items() if k in patterns and v is not None}
-        results = {**previous["exit_codes"], **rerun}
-        error = error or previous["error"]
+    if previous is not None:  # the new verdicts over the last report's
+        results = {**previous["exit_codes"], **{k: results.get(k) for k in patterns}}
     untested = [k for k, v in results.items() if v is None]
     if untested:  # a stopped run: a mutant never run is no survivor
         error = (f"stopped after {len(results) - len(untested)} of {len(results)} mutants"
@@ -456,7 +460,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-minutes", type=float,
                         help="stop each target after this long and report the mutants tested")
     parser.add_argument("--survivors", action="store_true",
-                        help="rerun only the last run's surviving mutants (after adding tests)")
+                        help="run only the last run's surviving and untested mutants")
     parser.add_argument("--one", help=argparse.SUPPRESS)  # internal: run one target here
     args = parser.parse_args(argv)
     by_slug = {_slug(t.name): t for t in TARGETS}
