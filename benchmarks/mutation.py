@@ -192,7 +192,10 @@ TARGETS: tuple[Target, ...] = (
         ("envs/vector.py",),
         # Ray's actors take seconds to start for each mutant; the process backend's failure
         # handling is the one under test here (Ray's has the same tests in tests/test_vector.py).
-        ("tests/test_vector.py", "tests/test_vector_failures.py", "-k", "not ray"),
+        # A mutant that leaves a worker hanging fails its test after a minute (each takes a few
+        # seconds), not after the project's five.
+        ("tests/test_vector.py", "tests/test_vector_failures.py", "-k", "not ray",
+         "--timeout=60"),
         (
             "gagpo.envs.vector.x__env_error",
             "gagpo.envs.vector.x__build_timeout",
