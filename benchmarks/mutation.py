@@ -19,6 +19,7 @@ exactly like the original, so no test can kill them) out of the total.
     python -m benchmarks.mutation --summary out.md  # also write the table and survivors there
     python -m benchmarks.mutation --from-reports    # the table of the last runs, rerunning none
     python -m benchmarks.mutation --max-minutes 30 vector-failures  # stop a long target early
+    python -m benchmarks.mutation --survivors tokens  # only the last run's survivors, untested
 
 A target stopped early (``--max-minutes``) reports the mutants it tested, out of how many it
 had, as its error line; the row counts only the tested ones.
@@ -40,7 +41,9 @@ import signal
 import subprocess
 import sys
 import time
+import types
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 
 from benchmarks.record import machine
@@ -84,8 +87,46 @@ class Target:
         return any(mutant.startswith(_module(f) + ".") for f in self.files)
 
 
+@cache
+def _packages() -> dict[str, str]:
+    """Top-level folder -> the package it is imported as (pyproject's package-dir: envs/ is
+    ``gagpo.envs``)."""
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # Python 3.10
+        import tomli as tomllib
+    with open(ROOT / "pyproject.toml", "rb") as f:
+        package_dir = tomllib.load(f)["tool"]["setuptools"]["package-dir"]
+    return {folder: package for package, folder in package_dir.items()}
+
+
 def _module(path: str) -> str:
-    return path.removesuffix(".py").replace("/", ".")
+    """The module a source file is imported as: ``envs/vector.py`` -> ``gagpo.envs.vector``."""
+    folder, _, rest = path.removesuffix(".py").partition("/")
+    return ".".join([_packages().get(folder, folder), *rest.split("/")])
+
+
+def _name_mutants_by_import(mm: types.ModuleType) -> None:
+    """Make mutmut name a mutant after the module the tests import (``gagpo.envs.vector.x_…``)
+    instead of after its file's path (``envs.vector.x_…``).
+
+    The trampoline in the mutated code runs a mutant only when the module part of its name is
+    the function's ``__module__``; with names taken from paths, the folders imported under
+    ``gagpo`` would never run a mutant (mutmut stops on the mismatch). mutmut has no setting for
+    a package directory other than ``src/``, so its one naming function is wrapped where it is
+    used (the mutant-testing workers are forks of this process and inherit it).
+    """
+    from mutmut.mutation import file_mutation
+    from mutmut.utils.format_utils import get_mutant_name
+
+    def imported_name(relative_source_path: Path, mutant_method_name: str) -> str:
+        name = get_mutant_name(relative_source_path, mutant_method_name)
+        head, _, tail = name.partition(".")
+        package = _packages().get(head)
+        return f"{package}.{tail}" if package and package != head else name
+
+    mm.get_mutant_name = imported_name
+    file_mutation.get_mutant_name = imported_name
 
 
 TARGETS: tuple[Target, ...] = (
@@ -110,12 +151,12 @@ TARGETS: tuple[Target, ...] = (
             "tests/test_alfworld_env.py::test_same_task_and_seed_give_the_same_start_and_key",
         ),
         (
-            "envs.base.x_make_state_key",
-            "envs.alfworld.state.x_world_facts",
-            "envs.alfworld.state.x_state_key",
-            "envs.alfworld.state.x_world_state_key",
-            "servers.digest.x_digest",
-            "servers.webshop.shop.xǁStateǁkey_parts",
+            "gagpo.envs.base.x_make_state_key",
+            "gagpo.envs.alfworld.state.x_world_facts",
+            "gagpo.envs.alfworld.state.x_state_key",
+            "gagpo.envs.alfworld.state.x_world_state_key",
+            "gagpo.servers.digest.x_digest",
+            "gagpo.servers.webshop.shop.xǁStateǁkey_parts",
         ),
     ),
     Target(
@@ -151,17 +192,20 @@ TARGETS: tuple[Target, ...] = (
         ("envs/vector.py",),
         # Ray's actors take seconds to start for each mutant; the process backend's failure
         # handling is the one under test here (Ray's has the same tests in tests/test_vector.py).
-        ("tests/test_vector.py", "tests/test_vector_failures.py", "-k", "not ray"),
+        # A mutant that leaves a worker hanging fails its test after a minute (each takes a few
+        # seconds), not after the project's five.
+        ("tests/test_vector.py", "tests/test_vector_failures.py", "-k", "not ray",
+         "--timeout=60"),
         (
-            "envs.vector.x__env_error",
-            "envs.vector.x__build_timeout",
-            "envs.vector.xǁ_ProcessWorkersǁcollect",
-            "envs.vector.xǁ_ProcessWorkersǁ_death",
-            "envs.vector.xǁ_ProcessWorkersǁ_kill",
-            "envs.vector.xǁ_ProcessWorkersǁrestart",
-            "envs.vector.xǁGroupVectorEnvǁreset",
-            "envs.vector.xǁGroupVectorEnvǁstep",
-            "envs.vector.xǁGroupVectorEnvǁ_fail",
+            "gagpo.envs.vector.x__env_error",
+            "gagpo.envs.vector.x__build_timeout",
+            "gagpo.envs.vector.xǁ_ProcessWorkersǁcollect",
+            "gagpo.envs.vector.xǁ_ProcessWorkersǁ_death",
+            "gagpo.envs.vector.xǁ_ProcessWorkersǁ_kill",
+            "gagpo.envs.vector.xǁ_ProcessWorkersǁrestart",
+            "gagpo.envs.vector.xǁGroupVectorEnvǁreset",
+            "gagpo.envs.vector.xǁGroupVectorEnvǁstep",
+            "gagpo.envs.vector.xǁGroupVectorEnvǁ_fail",
         ),
     ),
     Target(
@@ -174,11 +218,11 @@ TARGETS: tuple[Target, ...] = (
         ("servers/webshop/web/pages_view.py",),
         ("tests/test_url_parsing.py",),
         (
-            "servers.webshop.web.pages_view.x__literal",
-            "servers.webshop.web.pages_view.x__keywords",
-            "servers.webshop.web.pages_view.x__check_query",
-            "servers.webshop.web.pages_view.x__page_num",
-            "servers.webshop.web.pages_view.x__options",
+            "gagpo.servers.webshop.web.pages_view.x__literal",
+            "gagpo.servers.webshop.web.pages_view.x__keywords",
+            "gagpo.servers.webshop.web.pages_view.x__check_query",
+            "gagpo.servers.webshop.web.pages_view.x__page_num",
+            "gagpo.servers.webshop.web.pages_view.x__options",
         ),
     ),
 )
@@ -206,17 +250,38 @@ def _interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt  # mutmut stops its workers on this and keeps what it measured
 
 
-def _run_one(target: Target, max_seconds: float | None = None) -> None:
+def _run_one(target: Target, max_seconds: float | None = None, survivors: bool = False) -> None:
     """Run mutmut on one target (in this process: mutmut changes sys.path and forks workers)
     and write its results to ``mutants/report/<slug>.json``; after ``max_seconds`` the run
-    stops as on Ctrl-C, and only the mutants tested by then are reported."""
+    stops as on Ctrl-C, and only the mutants tested by then are reported.
+
+    With ``survivors``, only the mutants that survived the target's last report (equivalents
+    aside), and those a stopped last run left untested, are run, against the tests as they are
+    now; their verdicts replace or join the last report's.
+    """
     os.chdir(ROOT)
+    from mutmut.mutation.data import SourceFileMutationData
+
+    path = REPORT / f"{_slug(target.name)}.json"
+    previous = json.loads(path.read_text()) if survivors else None
+    patterns = target.patterns()
+    if previous is not None:
+        equivalent = equivalent_mutants()
+        patterns = [n for n, c in previous["exit_codes"].items()
+                    if c not in _KILLED and c not in _TIMEOUT and n not in equivalent]
+        for f in target.files:  # the last run's tree, before it is replaced
+            data = SourceFileMutationData(path=Path(f))
+            data.load()
+            patterns += [k for k, v in data.exit_code_by_key.items()
+                         if v is None and target.selects(k) and k not in previous["exit_codes"]]
+        if not patterns:
+            return
     _fresh_tree()
     import mutmut.__main__ as mm  # noqa: F401  (sets the fork start method mutmut needs)
     from mutmut import configuration
-    from mutmut.mutation.data import SourceFileMutationData
     from mutmut.mutation.diff_apply import get_diff_for_mutant
 
+    _name_mutants_by_import(mm)
     cfg = configuration._load_config()
     configuration._config = dataclasses.replace(
         cfg,
@@ -233,7 +298,7 @@ def _run_one(target: Target, max_seconds: float | None = None) -> None:
         signal.signal(signal.SIGALRM, _interrupt)
         signal.setitimer(signal.ITIMER_REAL, max_seconds)
     try:
-        mm._run(target.patterns(), max_children=1)
+        mm._run(patterns, max_children=1)
     except SystemExit as e:  # mutmut exits on a failed clean run or no covering test
         if e.code not in (0, None):
             error = f"mutmut stopped with exit code {e.code}"
@@ -245,6 +310,8 @@ def _run_one(target: Target, max_seconds: float | None = None) -> None:
         data = SourceFileMutationData(path=Path(f))
         data.load()
         results.update({k: v for k, v in data.exit_code_by_key.items() if target.selects(k)})
+    if previous is not None:  # the new verdicts over the last report's
+        results = {**previous["exit_codes"], **{k: results.get(k) for k in patterns}}
     untested = [k for k, v in results.items() if v is None]
     if untested:  # a stopped run: a mutant never run is no survivor
         error = (f"stopped after {len(results) - len(untested)} of {len(results)} mutants"
@@ -263,12 +330,12 @@ def _run_one(target: Target, max_seconds: float | None = None) -> None:
         "tests": list(target.tests),
         "exit_codes": results,
         "diffs": diffs,
-        "seconds": round(time.monotonic() - started, 1),
+        "seconds": round(time.monotonic() - started, 1) + (previous or {}).get("seconds", 0),
         "error": error,
-        "commit": commit,
+        "commit": commit if previous is None else f"{previous['commit']}, survivors {commit}",
         "omp_num_threads": os.environ.get("OMP_NUM_THREADS"),
     }
-    (REPORT / f"{_slug(target.name)}.json").write_text(json.dumps(out, indent=1))
+    path.write_text(json.dumps(out, indent=1))
 
 
 def _git_commit() -> str:
@@ -395,6 +462,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="render the last runs' results (mutants/report/) without running")
     parser.add_argument("--max-minutes", type=float,
                         help="stop each target after this long and report the mutants tested")
+    parser.add_argument("--survivors", action="store_true",
+                        help="run only the last run's surviving and untested mutants")
     parser.add_argument("--one", help=argparse.SUPPRESS)  # internal: run one target here
     args = parser.parse_args(argv)
     by_slug = {_slug(t.name): t for t in TARGETS}
@@ -403,7 +472,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{_slug(t.name):16} {', '.join(t.files)}  <- {', '.join(t.tests)}")
         return 0
     if args.one:
-        _run_one(by_slug[args.one], args.max_minutes and 60 * args.max_minutes)
+        _run_one(by_slug[args.one], args.max_minutes and 60 * args.max_minutes, args.survivors)
         return 0
     unknown = [n for n in args.targets if _slug(n) not in by_slug]
     if unknown:
@@ -417,13 +486,17 @@ def main(argv: list[str] | None = None) -> int:
         print(f"== {target.name}: {', '.join(target.files)}", flush=True)
         log = REPORT / f"{slug}.log"
         result = REPORT / f"{slug}.json"
+        if args.survivors and not result.exists():
+            parser.error(f"--survivors: no last run of {target.name} ({result} is missing)")
         if not args.from_reports:
-            result.unlink(missing_ok=True)
+            if not args.survivors:
+                result.unlink(missing_ok=True)
             # A process per target: mutmut keeps global state and edits sys.path.
             with open(log, "w") as out:
-                limit = [] if args.max_minutes is None else ["--max-minutes", str(args.max_minutes)]
+                extra = [] if args.max_minutes is None else ["--max-minutes", str(args.max_minutes)]
+                extra += ["--survivors"] if args.survivors else []
                 subprocess.run(
-                    [sys.executable, "-m", "benchmarks.mutation", "--one", slug, *limit],
+                    [sys.executable, "-m", "benchmarks.mutation", "--one", slug, *extra],
                     cwd=ROOT,
                     stdout=out,
                     stderr=subprocess.STDOUT,

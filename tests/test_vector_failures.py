@@ -8,28 +8,55 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Callable
+from types import FrameType, ModuleType
+from typing import TypeVar
 
 import gagpo.envs  # noqa: F401
 import gymnasium as gym
+import psutil
 import pytest
-from gagpo.envs.vector import GroupVectorEnv
+from gagpo.envs import vector
+from gagpo.envs.vector import GroupVectorEnv, _build_timeout
 
 try:  # the env that raises on "boom", shared with the vector env's own tests
     from test_vector import _FragileEnv
 except ImportError:  # tests/ imported as a package
     from tests.test_vector import _FragileEnv
 
+T = TypeVar("T")
 BAD = "click[no such button]"  # rejected by the shop: feedback, reward 0, same state
 
 
 def _wait_dead(pid: int, timeout: float = 10.0) -> None:
+    """Until the worker ``pid`` has exited: a zombie, left for its parent (the vector env) to
+    reap, which reads its exit code."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
+            if psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
+                return
+        except psutil.NoSuchProcess:
             return
         time.sleep(0.05)
+
+
+def _call_noting_caller(call: Callable[[], T], module: ModuleType) -> tuple[tuple[str, int], T]:
+    """``call()``'s result, with the file and line of the frame that first called into
+    ``module``'s code: where a warning with stacklevel 2 from that code must point. It is the
+    caller's own line, or a wrapper's (mutmut's trampoline, under ``make mutate``)."""
+    caller: list[tuple[str, int]] = []
+
+    def profile(frame: FrameType, event: str, arg: object) -> None:
+        if event == "call" and not caller and frame.f_code.co_filename == module.__file__:
+            caller.append((frame.f_back.f_code.co_filename, frame.f_back.f_lineno))
+
+    sys.setprofile(profile)
+    try:
+        result = call()
+    finally:
+        sys.setprofile(None)
+    return caller[0], result
 
 
 def test_a_killed_worker_is_reported_with_its_signal():
@@ -53,8 +80,9 @@ def test_an_env_error_carries_the_whole_traceback():
         with GroupVectorEnv("VecFailFragile-v0", 1, 2) as vec:
             vec.reset([0])
             with pytest.warns(RuntimeWarning) as record:
-                _, _, _, trunc, infos = vec.step(["go", "boom"])
-            assert record[0].filename == __file__  # the warning points at the caller's step
+                caller, (_, _, _, trunc, infos) = _call_noting_caller(
+                    lambda: vec.step(["go", "boom"]), vector)
+            assert (record[0].filename, record[0].lineno) == caller  # the caller's step
             error = infos[1]["error"]
             assert trunc[1] and infos[1]["env_error"]
             assert infos[1]["worker_failed"] is False  # the worker itself is fine
@@ -132,3 +160,104 @@ def test_misuse_of_step_is_refused_with_the_whole_message():
                 vec.step(["go", "go"])
     finally:
         gym.registry.pop("VecFailMisuse-v0")
+
+
+class _HangsEnv(_FragileEnv):
+    """Never answers the action "hang"."""
+
+    def step(self, action: str):
+        if action == "hang":
+            threading.Event().wait()  # its worker is killed at the step timeout
+        return super().step(action)
+
+
+if "VecFailHangs-v0" not in gym.registry:
+    gym.register("VecFailHangs-v0", entry_point=_HangsEnv, disable_env_checker=True)
+
+
+def test_a_built_worker_gets_the_step_timeout_not_the_build_allowance():
+    """Only building a worker's envs gets the longer allowance; once built, a step that does
+    not come back within step_timeout costs its episode, with the timeout in the error."""
+    with GroupVectorEnv(f"{__name__}:VecFailHangs-v0", 1, 1, backend="process",
+                        num_workers=1) as vec:
+        vec.reset([0])
+        pid = vec.worker_pids()[0]
+        vec.step_timeout = 1.0
+        _, _, _, trunc, infos = vec.step(["hang"])
+        assert trunc[0] and infos[0]["worker_failed"] and vec.failed[0]
+        assert infos[0]["error"] == (f"env worker 0 (pid {pid}) did not answer within 1 s "
+                                     "(step_timeout=1.0)")
+
+
+def test_building_envs_gets_at_least_a_minute():
+    """As documented for step_timeout: building a worker's envs (imports, data) gets
+    max(step_timeout, 60) seconds, so a short step timeout does not fail slow starts."""
+    assert _build_timeout(1.0) == 60.0
+    assert _build_timeout(300.0) == 300.0
+
+
+class _DiesOnReset(_FragileEnv):
+    """Ends its worker process (exit code 3) when reset with the task "die"."""
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None):
+        if (options or {}).get("task") == "die":
+            os._exit(3)
+        return super().reset(seed=seed, options=options)
+
+
+if "VecFailDies-v0" not in gym.registry:
+    gym.register("VecFailDies-v0", entry_point=_DiesOnReset, disable_env_checker=True)
+
+
+def test_a_worker_that_dies_in_reset_twice_fails_only_its_envs():
+    """A worker found dead at reset is replaced and the reset retried once; dead again, its
+    envs come back failed, with the worker's fate in their infos, and the others start."""
+    with GroupVectorEnv(f"{__name__}:VecFailDies-v0", 2, 1, backend="process",
+                        num_workers=2) as vec:
+        pid = vec.worker_pids()[0]
+        os.kill(pid, signal.SIGKILL)
+        _wait_dead(pid)  # found dead when the reset is sent; its replacement dies in reset
+        obs, infos = vec.reset(["die", 0])
+        assert obs == [None, "start"] and vec.failed.tolist() == [True, False]
+        assert vec.live.tolist() == [False, True]
+        assert infos[0]["worker_failed"] is True
+        assert infos[0]["error"].startswith("env worker 0 (pid ")
+        assert infos[0]["error"].endswith(" died (exit code 3)")
+        assert infos[1] == {}
+        assert pid not in vec.worker_pids()
+
+
+class _RaisesInReset(_FragileEnv):
+    def reset(self, *, seed: int | None = None, options: dict | None = None):
+        raise KeyError(options["task"])
+
+
+def test_an_env_error_in_reset_is_reraised_with_the_env_and_task_as_cause():
+    gym.register("VecFailResetRaises-v0", entry_point=_RaisesInReset, disable_env_checker=True)
+    try:
+        with GroupVectorEnv("VecFailResetRaises-v0", 2, 1) as vec:
+            with pytest.raises(KeyError) as e:
+                vec.reset(["a", "b"])  # both raise: the first env's error is the one raised
+            assert e.value.args == ("a",) and not vec.live.any()
+            cause = str(e.value.__cause__)
+            assert cause.startswith("env 0 (task 'a') raised in reset:\nTraceback ")
+            assert cause.endswith("KeyError: 'a'\n")
+    finally:
+        gym.registry.pop("VecFailResetRaises-v0")
+
+
+class _SlowToBuild(_FragileEnv):
+    def __init__(self) -> None:
+        time.sleep(0.5)
+
+
+if "VecFailSlowBuild-v0" not in gym.registry:
+    gym.register("VecFailSlowBuild-v0", entry_point=_SlowToBuild, disable_env_checker=True)
+
+
+def test_a_short_step_timeout_does_not_fail_a_slow_build():
+    """Building a worker's envs gets its own allowance (at least a minute), not step_timeout."""
+    with GroupVectorEnv(f"{__name__}:VecFailSlowBuild-v0", 1, 1, backend="process",
+                        num_workers=1, step_timeout=0.1) as vec:
+        vec.step_timeout = 120.0  # for the reset: only the build is under test
+        assert vec.reset([0])[0] == ["start"]
