@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+
 from gagpo.common.cache import build_once, cache_dir
 
 log = logging.getLogger(__name__)

@@ -26,8 +26,9 @@ def registered_max_steps(env_name: str) -> int | None:
     """The episode limit Gymnasium's registry holds for the environment ``env_name`` names
     (an env id, or ``"webshop"``/``"alfworld"`` for the newest registered id of that
     environment); None when none is registered."""
-    import gagpo.envs  # noqa: F401  (registers the environments)
     import gymnasium as gym
+
+    import gagpo.envs  # noqa: F401  (registers the environments)
 
     name = resolve_env_name(env_name)
     ids = [env_name] if env_name in gym.registry else sorted(

@@ -38,6 +38,7 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+
 from gagpo.agents.policies.base import Policy, Request
 from gagpo.agents.react import ReActAgent
 

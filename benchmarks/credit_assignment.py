@@ -36,12 +36,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import gagpo.envs  # noqa: F401  (registers the environments)
 import gymnasium as gym
 import numpy as np
-from gagpo.envs.vector import GroupVectorEnv
 
+import gagpo.envs  # noqa: F401  (registers the environments)
 from gagpo.advantages import compute_advantages, state_groups
+from gagpo.envs.vector import GroupVectorEnv
 
 METHODS = ("gagpo", "gigpo", "grpo", "rloo")
 ENVS = ("WebShop-v0", "ALFWorld-v0")

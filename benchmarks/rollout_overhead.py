@@ -25,14 +25,14 @@ import argparse
 import time
 from pathlib import Path
 
-import gagpo.envs  # noqa: F401
 import numpy as np
+
+import gagpo.envs  # noqa: F401
+from benchmarks.record import command_line, recorded
 from gagpo.agents.policies.scripted import ExpertPolicy
 from gagpo.agents.react import ReActAgent
 from gagpo.agents.rollout import rollout
 from gagpo.envs.vector import GroupVectorEnv
-
-from benchmarks.record import command_line, recorded
 
 # tasks, copies, rounds: both engines step in well under a millisecond, so both get enough
 # rounds for a median that one load spike does not move.

@@ -42,10 +42,10 @@ from typing import Any
 import numpy as np
 import psutil
 import requests
-from gagpo.servers.webshop.web.tokens import SALT
 from itsdangerous import URLSafeSerializer
 
 from benchmarks.record import machine
+from gagpo.servers.webshop.web.tokens import SALT
 
 RESULTS = Path(__file__).parent / "results" / "serve_hardening"
 API = "/api/v1"

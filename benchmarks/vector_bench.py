@@ -20,11 +20,11 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-import gagpo.envs  # noqa: F401  (registers WebShop-v0)
 import numpy as np
-from gagpo.envs.vector import BACKENDS, GroupVectorEnv
 
+import gagpo.envs  # noqa: F401  (registers WebShop-v0)
 from benchmarks.record import command_line, recorded
+from gagpo.envs.vector import BACKENDS, GroupVectorEnv
 
 
 def play_round(vec: GroupVectorEnv, tasks: list[int], step_times: list[float]) -> int:

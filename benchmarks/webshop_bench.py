@@ -74,10 +74,11 @@ def free_port() -> int:
 
 
 def bench_env(n_goals: int = 300) -> None:
-    import gagpo.envs  # noqa: F401
     import gymnasium as gym
-    from gagpo.servers.webshop.web.app import create_app
     from waitress.server import create_server
+
+    import gagpo.envs  # noqa: F401
+    from gagpo.servers.webshop.web.app import create_app
 
     local = gym.make("WebShop-v0").unwrapped
     shop = local._backend.shop

@@ -14,9 +14,10 @@ import contextlib
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
+from gymnasium.envs.registration import register, registry
+
 from gagpo.envs.alfworld import MAX_STEPS as ALFWORLD_MAX_STEPS
 from gagpo.servers.webshop.limits import MAX_STEPS as WEBSHOP_MAX_STEPS
-from gymnasium.envs.registration import register, registry
 
 if TYPE_CHECKING:
     from gagpo.envs.base import TextEnv

@@ -31,8 +31,9 @@ from typing import Any, TypedDict, cast, get_args, get_origin, get_type_hints
 
 import gymnasium as gym
 import numpy as np
-from gagpo.servers.digest import digest
 from gymnasium import spaces
+
+from gagpo.servers.digest import digest
 
 
 class TextInfo(TypedDict):

@@ -16,8 +16,9 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import gymnasium as gym
-from gagpo.envs.base import TextEnv, info_problems
 from gymnasium.utils.env_checker import check_env as gymnasium_check_env
+
+from gagpo.envs.base import TextEnv, info_problems
 
 
 class ContractError(AssertionError):

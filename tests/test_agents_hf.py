@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 import torch.nn.functional as F
+
 from gagpo.agents.models import (
     TAG_TOKENS,
     build_tiny_model,
@@ -243,8 +244,9 @@ def test_scoring_edge_cases(tiny):
 
 def test_scoring_agent_plays_webshop(tiny):
     """Every step of a scored episode is well-formed and admissible."""
-    import gagpo.envs  # noqa: F401
     import gymnasium as gym
+
+    import gagpo.envs  # noqa: F401
 
     env = gym.make("WebShop-v0")
     agent = ReActAgent("WebShop-v0", max_prompt_tokens=2048, tokenizer=tiny[1])

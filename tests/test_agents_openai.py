@@ -7,6 +7,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 import torch
+
 from gagpo.agents.models import load_model
 from gagpo.agents.policies import OpenAICompatiblePolicy, Policy, TransformersPolicy
 from gagpo.agents.policies.base import Request

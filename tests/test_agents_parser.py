@@ -3,6 +3,7 @@
 import time
 
 import pytest
+
 from gagpo.agents.parser import (
     ParsedAction,
     fill_template,

@@ -2,10 +2,11 @@
 admissible actions; the length cap drops history, never the current observation; the agent
 and the scripted policies play WebShop-v0 through the parser."""
 
-import gagpo.envs  # noqa: F401  (registers the environments)
 import gymnasium as gym
 import numpy as np
 import pytest
+
+import gagpo.envs  # noqa: F401  (registers the environments)
 from gagpo.agents.memory import EpisodeMemory
 from gagpo.agents.parser import parse_reply
 from gagpo.agents.policies import ExpertPolicy, Policy, RandomPolicy

@@ -7,6 +7,7 @@ import importlib.util
 import pytest
 import torch
 import torch.nn.functional as F
+
 from gagpo.agents.policies import TransformersPolicy
 from gagpo.agents.policies.base import Request
 

@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 import torch
 import torch.nn.functional as F
+
 from gagpo.agents.models import load_model
 from gagpo.agents.policies import Policy, TransformersPolicy, VLLMPolicy
 from gagpo.agents.policies.base import Request

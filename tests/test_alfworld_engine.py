@@ -7,6 +7,7 @@ from __future__ import annotations
 import random
 
 import pytest
+
 from gagpo.envs.alfworld import available
 
 pytestmark = pytest.mark.skipif(
@@ -84,6 +85,7 @@ def test_patches_come_off_exactly():
     import textworld.envs.pddl.logic as pddl_logic
     import textworld.envs.pddl.textgen as textgen
     import textworld.logic as tw_logic
+
     from gagpo.envs.alfworld import speedups
 
     speedups.disable()

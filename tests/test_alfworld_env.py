@@ -11,6 +11,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+
 from gagpo.envs.alfworld import available
 
 pytestmark = pytest.mark.skipif(
@@ -176,9 +177,10 @@ def test_same_task_and_seed_give_the_same_start_and_key(env):
 
 
 def test_gymnasium_make_env_checker_and_step_limit(data_dir):
-    import gagpo.envs  # noqa: F401
     import gymnasium as gym
     from gymnasium.utils.env_checker import check_env
+
+    import gagpo.envs  # noqa: F401
 
     e = gym.make("ALFWorld-v0", data_dir=str(data_dir), split="valid_unseen")
     check_env(e.unwrapped, skip_render_check=True)
@@ -354,6 +356,7 @@ def test_bad_reset_arguments_are_clear_errors(env, options, error, match):
 
 def test_reset_accepts_indices_numpy_integers_and_task_ids(env, data_dir):
     import numpy as np
+
     from gagpo.envs.alfworld.env import AlfworldEnv
 
     _, info = env.reset(options={"task": 1})

@@ -81,9 +81,8 @@ def test_diff_with_rewritten_grammars(data_dir: Path) -> None:
 def test_diff_reports_a_mismatch(data_dir: Path, tmp_path: Path, monkeypatch) -> None:
     """The harness sees a difference (here a native engine that answers one command wrongly)
     and exits with 1."""
-    from gagpo.envs.alfworld.native import play
-
     from benchmarks import alfworld_diff
+    from gagpo.envs.alfworld.native import play
 
     real = play.NativeEnv.step
 
@@ -185,8 +184,9 @@ def test_queries_parse_as_the_reference_parses_them() -> None:
 
 def test_names_are_alfworlds() -> None:
     from alfworld.agents.utils.misc import Demangler
-    from gagpo.envs.alfworld.native.names import demangle
     from textworld.generator.game import EntityInfo
+
+    from gagpo.envs.alfworld.native.names import demangle
 
     rng = random.Random(2)
     classes = ["apple", "cabinet", "sink", "loc", "knife", "butterknife", "bathtub"]
@@ -206,8 +206,9 @@ def test_names_are_alfworlds() -> None:
 
 
 def test_env_native_equals_reference_under_the_expert(data_dir: Path) -> None:
-    import gagpo.envs  # noqa: F401  (registers ALFWorld-v0)
     import gymnasium
+
+    import gagpo.envs  # noqa: F401  (registers ALFWorld-v0)
 
     ref = gymnasium.make("ALFWorld-v0", data_dir=str(data_dir), split="train", engine="reference")
     nat = gymnasium.make("ALFWorld-v0", data_dir=str(data_dir), split="train", engine="native")

@@ -12,6 +12,7 @@ from urllib.parse import quote
 
 import pytest
 import requests
+
 from gagpo.servers.webshop import open_shop
 from gagpo.servers.webshop.observe import describe
 from gagpo.servers.webshop.web.app import MAX_CONTENT_LENGTH, create_app
@@ -176,8 +177,9 @@ def test_token_round_trip(shop):
 def test_signed_but_malformed_payloads_are_bad_tokens():
     """Even with the secret (as if it leaked), a token cannot smuggle in a zip bomb or a
     payload of the wrong shape (tests/test_tokens.py: nor a state the shop never makes)."""
-    from gagpo.servers.webshop.web.tokens import SALT
     from itsdangerous import URLSafeSerializer
+
+    from gagpo.servers.webshop.web.tokens import SALT
 
     signer = URLSafeSerializer(SECRET, salt=SALT)
     bomb = signer.dumps([1, 0, 0, ["a" * 20_000_000], 1, "", [], "", [], None])

@@ -13,6 +13,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+
 from gagpo.servers.webshop import open_shop
 from gagpo.servers.webshop.web.app import create_app
 

@@ -6,6 +6,7 @@ import json
 import random
 
 import pytest
+
 from gagpo.servers.webshop.catalog import load_catalog
 from gagpo.servers.webshop.goals import NO_PRICE_LIMIT, build_goals, split_range
 from gagpo.servers.webshop.product import parse_pricing

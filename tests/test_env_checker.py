@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import re
 
-import gagpo.envs  # noqa: F401  (registers the environments)
 import gymnasium as gym
 import numpy as np
 import pytest
+
+import gagpo.envs  # noqa: F401  (registers the environments)
 from gagpo.envs.base import INFO_KEYS, TextEnv, TextInfo, make_state_key, task_index
 from gagpo.envs.checker import ContractError, check_env
 

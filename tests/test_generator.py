@@ -9,6 +9,7 @@ from collections import Counter, defaultdict
 from pathlib import Path
 
 import pytest
+
 from gagpo.servers.webshop.catalog import load_catalog
 from gagpo.servers.webshop.generator import families, vocab
 from gagpo.servers.webshop.generator.families import GeneratorConfig, generate, write_catalog

@@ -14,6 +14,7 @@ from urllib.parse import unquote
 
 import pytest
 from bs4 import BeautifulSoup
+
 from gagpo.servers.webshop import open_shop
 from gagpo.servers.webshop.pages import render_text, render_text_rich
 from gagpo.servers.webshop.shop import Shop, State

@@ -23,6 +23,7 @@ from urllib.parse import quote
 
 import pytest
 from bs4 import BeautifulSoup
+
 from gagpo.servers.webshop import open_shop
 from gagpo.servers.webshop.reward import compute_reward
 from gagpo.servers.webshop.shop import Shop

@@ -4,6 +4,7 @@ and the one place that knows which policies need ``expert_action`` infos: the po
 from __future__ import annotations
 
 import pytest
+
 from gagpo.agents.policies.base import Policy, Request
 from gagpo.agents.policies.factory import PolicySpec, build_policy
 from gagpo.agents.policies.scripted import ExpertPolicy, RandomPolicy, RuleBaselinePolicy

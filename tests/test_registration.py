@@ -44,6 +44,7 @@ def test_importing_envs_registers_both_ids():
 def test_each_episode_limit_is_read_from_its_one_constant():
     """The registration, the environment and the agent's prompts share one limit per env."""
     import gymnasium as gym
+
     from gagpo.agents.react import ReActAgent
     from gagpo.envs import ALFWORLD_MAX_STEPS, WEBSHOP_MAX_STEPS, probe
 

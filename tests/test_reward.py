@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 
 import pytest
+
 from gagpo.servers.webshop import nouns
 from gagpo.servers.webshop.goals import Goal
 from gagpo.servers.webshop.product import Product

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
+
 from gagpo.agents.policies.scripted import ExpertPolicy, RandomPolicy
 from gagpo.agents.react import ReActAgent
 from gagpo.agents.rollout import StepTable, rollout

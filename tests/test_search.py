@@ -4,6 +4,7 @@ import math
 from collections import Counter
 
 import pytest
+
 from gagpo.servers.webshop.catalog import Catalog
 from gagpo.servers.webshop.product import Product
 from gagpo.servers.webshop.search import K1, B, SearchEngine, analyze

@@ -17,6 +17,7 @@ from collections.abc import Iterator, Sequence
 
 import pytest
 import requests
+
 from gagpo.servers.webshop.web.serve import (
     DEFAULT_CHANNEL_TIMEOUT,
     DEFAULT_CONNECTION_LIMIT,

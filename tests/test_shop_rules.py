@@ -6,9 +6,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import gagpo.envs  # noqa: F401  (registers WebShop-v0)
 import gymnasium as gym
 import pytest
+
+import gagpo.envs  # noqa: F401  (registers WebShop-v0)
 from gagpo.servers.webshop.catalog import load_catalog
 from gagpo.servers.webshop.goals import build_goals
 from gagpo.servers.webshop.search import SearchEngine

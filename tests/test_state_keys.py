@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -65,6 +66,25 @@ def test_state_keys_are_the_same_in_every_process(alfworld):
     assert first == second
     assert len(set(first[1:])) > 2  # the walk went through different states
     assert all(len(k) == 16 and int(k, 16) >= 0 for k in first)  # short hex digests
+
+
+def test_keys_are_sixteen_hex_digits_in_process_and_over_the_api():
+    """The documented form (16 hex digits, 8 bytes of BLAKE2b), checked in this process too:
+    tools that compare keys between mutated and original code only see what runs here."""
+    import gymnasium as gym
+
+    import gagpo.envs  # noqa: F401
+    from gagpo.envs.base import make_state_key
+    from gagpo.servers.webshop.observe import describe
+
+    env = gym.make("WebShop-v0")
+    _, info = env.reset(options={"task": 3})
+    backend = env.unwrapped._backend  # the in-process shop and session
+    served = describe(backend.shop, backend.state)["info"]["state_key"]
+    for key in (make_state_key("x", 1, ("a", frozenset({"b"})), None), info["state_key"], served):
+        assert re.fullmatch(r"[0-9a-f]{16}", key), key
+    assert served == info["state_key"]
+    env.close()
 
 
 def test_both_alfworld_engines_give_the_same_keys(tmp_path):

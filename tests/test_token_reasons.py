@@ -8,6 +8,8 @@ import math
 import os
 
 import pytest
+from itsdangerous import URLSafeSerializer
+
 from gagpo.servers.webshop import open_shop
 from gagpo.servers.webshop.shop import MAX_QUERY_CHARS, State
 from gagpo.servers.webshop.web.tokens import (
@@ -21,7 +23,6 @@ from gagpo.servers.webshop.web.tokens import (
     default_secret,
     encode_state,
 )
-from itsdangerous import URLSafeSerializer
 
 KEY = "a-test-secret-for-token-reasons"
 MAX_KEYWORDS_CHARS = 2 * MAX_QUERY_CHARS

@@ -26,6 +26,8 @@ import tracemalloc
 from pathlib import Path
 
 import pytest
+from itsdangerous import URLSafeSerializer
+
 from gagpo.servers.lru import BoundedLRU, bounded_cache, deep_size
 from gagpo.servers.webshop import open_shop
 from gagpo.servers.webshop.shop import MAX_QUERY_CHARS, Shop, State
@@ -40,7 +42,6 @@ from gagpo.servers.webshop.web.tokens import (
     default_secret,
     encode_state,
 )
-from itsdangerous import URLSafeSerializer
 
 ROOT = Path(__file__).resolve().parent.parent
 

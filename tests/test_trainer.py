@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 import torch
+
 from gagpo.agents.models import TinySpec, tiny_model_folder
 from gagpo.agents.policies.vllm import engine_available
 from gagpo.agents.rollout import StepTable
-
 from gagpo.losses import reply_logprobs
 from gagpo.train_config import TrainConfig
 from gagpo.trainer import micro_batches, step_rewards, train, update
@@ -156,8 +156,9 @@ def test_score_mode_with_warm_start_and_evaluation(tmp_path):
 
 
 def test_rule_teacher_plays_the_rule_baseline_and_picks_named_options():
-    import gagpo.envs  # noqa: F401
     import gymnasium as gym
+
+    import gagpo.envs  # noqa: F401
     from gagpo.agents.policies.scripted import RuleBaselinePolicy
     from gagpo.agents.react import ReActAgent
 
@@ -324,6 +325,7 @@ def test_two_ranks_update_like_one_process_on_the_whole_batch(tmp_path, parallel
     import copy
 
     from distributed_update import config, fixed_batch, optimizer, with_old_logprobs
+
     from gagpo.agents.models import load_model
 
     model, tok = load_model("tiny")
@@ -370,9 +372,9 @@ def test_torchrun_fsdp_with_lora_score_mode_and_warm_start(tmp_path):
 def test_merged_weights_give_an_engine_the_lora_models_outputs():
     """What --generation vllm pushes into the engine before each rollout: the LoRA adapters
     merged into transformers-named weights; the trained model is left as it was."""
-    from gagpo.agents.models import load_model
     from peft import LoraConfig, get_peft_model
 
+    from gagpo.agents.models import load_model
     from gagpo.vllm_engine import merged_weights
 
     model = get_peft_model(load_model("tiny")[0], LoraConfig(

@@ -9,6 +9,7 @@ import re
 from urllib.parse import quote, unquote
 
 import pytest
+
 from gagpo.servers.webshop import open_shop
 from gagpo.servers.webshop.shop import MAX_QUERY_CHARS
 from gagpo.servers.webshop.web.app import create_app

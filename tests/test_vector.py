@@ -10,11 +10,12 @@ import signal
 import sys
 from collections.abc import Callable, Iterator
 
-import gagpo.envs  # noqa: F401  (registers WebShop-v0)
 import gymnasium as gym
 import numpy as np
 import psutil
 import pytest
+
+import gagpo.envs  # noqa: F401  (registers WebShop-v0)
 from gagpo.envs.vector import GroupVectorEnv
 
 EXPERT = {"request_infos": ["expert_action"]}

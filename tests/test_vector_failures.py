@@ -12,10 +12,11 @@ from collections.abc import Callable
 from types import FrameType, ModuleType
 from typing import TypeVar
 
-import gagpo.envs  # noqa: F401
 import gymnasium as gym
 import psutil
 import pytest
+
+import gagpo.envs  # noqa: F401
 from gagpo.envs import vector
 from gagpo.envs.vector import GroupVectorEnv, _build_timeout
 

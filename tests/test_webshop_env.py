@@ -1,16 +1,17 @@
 """WebShop-v0 keeps the env contract, the original's transitions and a trustworthy state key;
 the expert solves it and simple baselines do not."""
 
-import gagpo.envs  # noqa: F401
 import gymnasium as gym
 import numpy as np
 import pytest
+from gymnasium.utils.env_checker import check_env
+
+import gagpo.envs  # noqa: F401
 from gagpo.agents.parser import parse_reply
 from gagpo.agents.policies.base import Request
 from gagpo.agents.policies.scripted import RandomPolicy
 from gagpo.envs.base import check_info
 from gagpo.envs.webshop.expert import expert_action, rule_baseline_action
-from gymnasium.utils.env_checker import check_env
 
 
 def run_episodes(env, policy, goals) -> np.ndarray:
@@ -211,6 +212,7 @@ def test_remote_and_in_process_transcripts_are_identical(mode):
     """The same actions give the same observations, rewards, flags and infos whether the shop
     runs in-process or behind `gagpo serve webshop` on a loopback port."""
     from conftest_shop import serve_in_thread
+
     from gagpo.servers.webshop import open_shop
     from gagpo.servers.webshop.web.app import create_app
 
@@ -267,6 +269,7 @@ def test_expert_action_info_on_request():
 def shop_url(env):
     """A served shop (the in-process env's own shop) on a loopback port."""
     from conftest_shop import serve_in_thread
+
     from gagpo.servers.webshop.web.app import create_app
 
     shop = env.unwrapped._backend.shop

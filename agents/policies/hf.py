@@ -22,6 +22,7 @@ from typing import Any, Literal
 
 import torch
 import torch.nn.functional as F
+
 from gagpo.agents.parser import fill_template, is_template
 from gagpo.agents.policies.base import MODES, Policy, Reply, Request
 from gagpo.agents.prompts import chat_prompt_ids

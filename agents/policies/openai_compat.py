@@ -17,6 +17,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import requests
+
 from gagpo.agents.policies.base import Policy, Reply, Request
 
 _TOKEN_ID_PREFIX = "token_id:"

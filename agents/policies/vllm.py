@@ -54,6 +54,7 @@ from functools import partial
 from typing import Any
 
 import torch
+
 from gagpo.agents.policies.base import Messages, Policy, Reply, Request
 from gagpo.agents.prompts import chat_prompt_ids
 

@@ -14,6 +14,7 @@ import contextlib
 from typing import Any
 
 import requests
+
 from gagpo.envs.base import TextEnv
 from gagpo.servers.webshop.observe import with_feedback
 from gagpo.servers.webshop.shop import is_text, parse_action, query_problem

@@ -32,11 +32,12 @@ import re
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from rapidfuzz.fuzz import ratio as _indel_ratio
+
 from gagpo.servers.lru import bounded_cache
 from gagpo.servers.webshop.goals import Goal
 from gagpo.servers.webshop.nouns import noun_tokens
 from gagpo.servers.webshop.product import Product
-from rapidfuzz.fuzz import ratio as _indel_ratio
 
 MATCH_THRESHOLD = 85
 """A fuzzy match needs a score strictly above this (integer scores)."""

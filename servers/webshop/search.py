@@ -23,6 +23,7 @@ from pathlib import Path
 import bm25s
 import numpy as np
 import Stemmer
+
 from gagpo.common.cache import build_once, cache_dir
 from gagpo.servers.lru import BoundedLRU, bounded_cache
 from gagpo.servers.webshop.catalog import Catalog

@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 
 import ijson
 import numpy as np
+
 from gagpo.servers.lru import BoundedLRU
 from gagpo.servers.webshop.product import Product, product_from_record
 

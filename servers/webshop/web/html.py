@@ -27,6 +27,7 @@ from typing import Any
 from urllib.parse import quote
 
 import jinja2
+
 from gagpo.servers.webshop.pages import RESULTS_PER_PAGE, SUB_PAGES, done_sections
 from gagpo.servers.webshop.reward import RewardParts, compute_reward
 from gagpo.servers.webshop.shop import Shop, State, unique

@@ -109,6 +109,7 @@ def serve(
     ``secret`` None takes ``$GAGPO_WEBSHOP_SECRET``, else this machine's key file; a
     non-loopback ``host`` needs one of the first two (:func:`check_secret`)."""
     import waitress
+
     from gagpo.servers.webshop.web.app import create_app
 
     secret = secret or os.environ.get(SECRET_ENV) or None

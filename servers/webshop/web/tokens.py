@@ -28,13 +28,14 @@ import time
 import zlib
 from typing import TYPE_CHECKING, Any
 
-from gagpo.common.cache import cache_dir, private_file_once
-from gagpo.servers.webshop.pages import SUB_PAGES
-from gagpo.servers.webshop.shop import MAX_QUERY_CHARS, State, has_visible, is_text
 from itsdangerous import BadData, URLSafeSerializer
 from itsdangerous.encoding import base64_decode
 from itsdangerous.exc import BadPayload
 from itsdangerous.serializer import Serializer
+
+from gagpo.common.cache import cache_dir, private_file_once
+from gagpo.servers.webshop.pages import SUB_PAGES
+from gagpo.servers.webshop.shop import MAX_QUERY_CHARS, State, has_visible, is_text
 
 if TYPE_CHECKING:
     from gagpo.servers.webshop.shop import Shop
