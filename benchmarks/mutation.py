@@ -24,9 +24,10 @@ exactly like the original, so no test can kill them) out of the total.
 A target stopped early (``--max-minutes``) reports the mutants it tested, out of how many it
 had, as its error line; the row counts only the tested ones.
 
-The project's ``[tool.mutmut]`` settings (pyproject.toml) serve a plain ``mutmut run`` over all
-targets at once; this script reuses them and replaces, per target, which files are mutated and
-which tests are selected.
+This script reads the project's ``[tool.mutmut]`` settings (pyproject.toml) and replaces, per
+target, which files are mutated and which tests are selected. (A plain ``mutmut run`` names
+mutants after the folders, ``envs.vector...``, while the tests import ``gagpo.envs.vector``, so
+it would run none of the layers' mutants; this script names them after the import namespace.)
 """
 
 from __future__ import annotations
