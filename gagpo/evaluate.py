@@ -8,6 +8,7 @@ trajectory's steps as JSONL.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import time
@@ -212,8 +213,6 @@ def evaluate_model(model: Any, agent: Any, tasks: Sequence[Any], *, rank: int, w
     rollout ``engine`` (vLLM) given the model's current weights; either way ``seed`` is the
     evaluation's own, so that evaluating never moves the training run's random streams.
     """
-    import contextlib
-
     import torch
 
     from gagpo.distributed import full_parameters, gather_objects

@@ -28,7 +28,6 @@ from dataclasses import dataclass, field, replace
 from gagpo.servers.lru import ENTRY_OVERHEAD, BoundedLRU
 from gagpo.servers.webshop.catalog import Catalog
 from gagpo.servers.webshop.goals import Goal
-from gagpo.servers.webshop.limits import MAX_STEPS  # noqa: F401  (app.py serves it from here)
 from gagpo.servers.webshop.pages import (
     ATTRIBUTES,
     BACK_TO_SEARCH,

@@ -36,8 +36,9 @@ from flask import Flask, Response, jsonify, request
 from werkzeug.exceptions import abort
 
 from gagpo.servers.webshop.goals import split_range
+from gagpo.servers.webshop.limits import MAX_STEPS
 from gagpo.servers.webshop.observe import EXTRA_INFOS, OBSERVATION_MODES, describe
-from gagpo.servers.webshop.shop import MAX_STEPS, Shop, State, is_text
+from gagpo.servers.webshop.shop import Shop, State, is_text
 from gagpo.servers.webshop.web.tokens import BadToken, decode_state, encode_state
 
 API = "/api/v1"
