@@ -75,7 +75,7 @@ bench: $(STAMP)
 MUTATE ?=
 mutate: $(STAMP)
 	$(PY) -c "import mutmut" 2>/dev/null || $(PY) -m pip install -q "mutmut>=3.8,<4"
-	OMP_NUM_THREADS=1 $(PY) -m benchmarks.mutation $(MUTATE)
+	$(PY) -m benchmarks.mutation $(MUTATE)
 
 clean:
 	rm -rf $(VENV) $(VLLM_VENV) build *.egg-info mutants

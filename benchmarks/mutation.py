@@ -499,6 +499,9 @@ def main(argv: list[str] | None = None) -> int:
                 subprocess.run(
                     [sys.executable, "-m", "benchmarks.mutation", "--one", slug, *extra],
                     cwd=ROOT,
+                    # One thread per BLAS/torch op: timings (and so mutmut's timeouts) do not
+                    # depend on the machine's core count.
+                    env={"OMP_NUM_THREADS": "1", **os.environ},
                     stdout=out,
                     stderr=subprocess.STDOUT,
                     check=False,

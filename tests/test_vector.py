@@ -351,12 +351,6 @@ def test_a_hung_worker_times_out_and_is_replaced(backend, reference):
     assert gone(victims)  # killed, not left frozen
 
 
-def test_a_worker_that_cannot_build_its_envs_fails_at_construction():
-    with pytest.raises(RuntimeError, match="failed to build its envs(.|\n)*no_such_kwarg"):
-        GroupVectorEnv("WebShop-v0", 1, 1, backend="process",
-                       env_kwargs={"no_such_kwarg": 1})
-
-
 def tree(pids: list[int]) -> set[int]:
     """``pids`` and all their descendants."""
     out = set()

@@ -4,6 +4,7 @@ env's own traceback, whole, so that a failure in a long run can be diagnosed fro
 from __future__ import annotations
 
 import os
+import re
 import signal
 import sys
 import threading
@@ -262,3 +263,89 @@ def test_a_short_step_timeout_does_not_fail_a_slow_build():
                         num_workers=1, step_timeout=0.1) as vec:
         vec.step_timeout = 120.0  # for the reset: only the build is under test
         assert vec.reset([0])[0] == ["start"]
+
+
+class _NeverBuilt(_FragileEnv):
+    def __init__(self) -> None:
+        threading.Event().wait()  # its worker is killed when the build allowance runs out
+
+
+if "VecFailNeverBuilt-v0" not in gym.registry:
+    gym.register("VecFailNeverBuilt-v0", entry_point=_NeverBuilt, disable_env_checker=True)
+
+
+def test_a_worker_that_does_not_build_its_envs_in_time_is_named_as_such(monkeypatch):
+    """A build that outlasts its allowance reads as one ("did not build its envs"), not as a
+    late answer; the allowance is shortened here (it is at least a minute)."""
+    monkeypatch.setattr(vector, "_build_timeout", lambda step_timeout: 1.0)
+    with pytest.raises(RuntimeError) as e:
+        GroupVectorEnv(f"{__name__}:VecFailNeverBuilt-v0", 1, 1, backend="process",
+                       num_workers=1, step_timeout=0.5)
+    assert re.fullmatch(r"env worker 0 \(pid \d+\) did not build its envs within 1 s "
+                        r"\(step_timeout=0\.5\)", str(e.value))
+
+
+def test_a_worker_that_cannot_build_its_envs_says_so_and_chains_the_env_error():
+    """The constructor's error names the build as what failed, carries the worker's traceback
+    and has the env's own exception as its cause (for ``except`` clauses and debuggers)."""
+    with pytest.raises(RuntimeError) as e:
+        GroupVectorEnv("WebShop-v0", 1, 1, backend="process", env_kwargs={"no_such_kwarg": 1})
+    message = str(e.value)
+    assert re.match(r"env worker 0 \(pid \d+\) failed to build its envs:\nTraceback ", message)
+    assert isinstance(e.value.__cause__, TypeError)
+    assert "no_such_kwarg" in str(e.value.__cause__)
+
+
+class _AnswersWithALock(_FragileEnv):
+    """Answers the action "lock" with an info that cannot be pickled (it holds a lock)."""
+
+    def step(self, action: str):
+        if action == "lock":
+            return "ok", 0.0, False, False, {"lock": threading.Lock()}
+        return super().step(action)
+
+
+if "VecFailLock-v0" not in gym.registry:
+    gym.register("VecFailLock-v0", entry_point=_AnswersWithALock, disable_env_checker=True)
+
+
+def test_an_answer_that_cannot_be_sent_back_fails_its_workers_episodes_with_the_reason():
+    """A worker whose answer does not pickle is alive and built: its episodes are failed with
+    "failed" and the reason, not reported as a worker that could not build its envs."""
+    with GroupVectorEnv(f"{__name__}:VecFailLock-v0", 2, 1, backend="process",
+                        num_workers=2) as vec:
+        vec.reset([0, 1])
+        pid = vec.worker_pids()[0]
+        _, _, _, trunc, infos = vec.step(["lock", "go"])
+        assert trunc.tolist() == [True, False] and vec.failed.tolist() == [True, False]
+        assert infos[0]["worker_failed"] is True
+        assert infos[0]["error"] == (f"env worker 0 (pid {pid}) failed:\ncannot send the answer "
+                                     "back: TypeError(\"cannot pickle '_thread.lock' object\")")
+        assert infos[1] == {}
+
+
+class _SlowEnv(_FragileEnv):
+    """Takes two seconds over the action "slow"."""
+
+    def step(self, action: str):
+        if action == "slow":
+            time.sleep(2.0)
+        return super().step(action)
+
+
+if "VecFailSlow-v0" not in gym.registry:
+    gym.register("VecFailSlow-v0", entry_point=_SlowEnv, disable_env_checker=True)
+
+
+def test_waiting_for_a_slow_worker_does_not_spin():
+    """While one worker is still busy and another has answered, the driver blocks in
+    ``connection.wait`` instead of polling: a trainer's driver process must not burn a core
+    for every slow env step."""
+    with GroupVectorEnv(f"{__name__}:VecFailSlow-v0", 2, 1, backend="process",
+                        num_workers=2) as vec:
+        vec.reset([0, 1])
+        wall, cpu = time.monotonic(), time.process_time()
+        obs, *_ = vec.step(["slow", "go"])
+        wall, cpu = time.monotonic() - wall, time.process_time() - cpu
+    assert obs == ["ok", "ok"] and wall >= 2.0
+    assert cpu < 0.5, f"the driver used {cpu:.2f} s of CPU while waiting {wall:.2f} s"
