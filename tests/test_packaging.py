@@ -56,8 +56,9 @@ def _package_folders() -> set[str]:
 def test_pyproject_lists_every_package_folder_under_gagpo():
     tool = _pyproject()["tool"]["setuptools"]
     assert tool["package-dir"] == LAYERS
-    # A sub-package missing from the list would be left out of the wheel without a word.
-    assert set(tool["packages"]) == _package_folders()
+    # A sub-package missing from the list would be left out of the wheel without a word; the
+    # data folders (templates, static files) are listed too, each with its package data.
+    assert set(tool["packages"]) == _package_folders() | set(tool["package-data"])
 
 
 def test_the_layers_import_as_gagpo_subpackages_from_their_folders():
