@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from collections import deque
 
+from gagpo.common.numbers import check_number
+
 
 class EpisodeMemory:
     """A sliding window over one episode's steps.
@@ -13,8 +15,7 @@ class EpisodeMemory:
     """
 
     def __init__(self, history_length: int = 2) -> None:
-        if history_length < 0:
-            raise ValueError("history_length must be >= 0")
+        check_number("history_length", history_length, ">= 0", integer=True)
         self.history_length = history_length
         self._window: deque[tuple[str, str]] = deque(maxlen=history_length)
         self.steps = 0

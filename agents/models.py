@@ -291,11 +291,20 @@ def load_model(
     **from_pretrained_kwargs: Any,
 ) -> tuple[Any, Any]:
     """``(model, tokenizer)`` for a name (see the module docstring), in eval mode on ``device``
-    (default: CUDA when available), the tokenizer padding on the left."""
+    (default: CUDA when available), the tokenizer padding on the left.
+
+    Raises:
+        FileNotFoundError: ``name_or_path`` names no model this machine can load.
+    """
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     folder = model_folder(name_or_path, cache_root)
-    tokenizer = AutoTokenizer.from_pretrained(folder, padding_side="left")
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(folder, padding_side="left")
+    except OSError as e:  # neither a local folder nor a model the hub (or its cache) has
+        raise FileNotFoundError(f"no model {name_or_path!r}: not one of the built-in names "
+                                f"(tiny, smollm2-135m), a local model folder or a Hugging Face "
+                                f"model available here ({e})") from e
     tokenizer.padding_side = "left"
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token

@@ -20,6 +20,7 @@ from gagpo.agents.memory import EpisodeMemory
 from gagpo.agents.parser import ParsedAction, parse_reply
 from gagpo.agents.policies.base import Reply, Request
 from gagpo.agents.prompts import build_messages, resolve_env_name
+from gagpo.common.numbers import check_number
 
 
 def registered_max_steps(env_name: str) -> int | None:
@@ -67,8 +68,7 @@ class ReActAgent:
         max_steps: int | None = None,
     ) -> None:
         self.env_name = resolve_env_name(env_name)
-        if history_length < 0:
-            raise ValueError("history_length must be >= 0")
+        check_number("history_length", history_length, ">= 0", integer=True)
         if max_prompt_tokens is not None and tokenizer is None:
             raise ValueError("max_prompt_tokens needs a tokenizer")
         self.history_length = history_length

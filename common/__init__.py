@@ -1,4 +1,6 @@
-"""What every layer shares and none owns: the cache folder (:mod:`gagpo.common.cache`).
+"""What every layer shares and none owns: the cache folder (:mod:`gagpo.common.cache`) and the
+checks of numeric settings, with the short quotes of refused values their messages use
+(:mod:`gagpo.common.numbers`).
 
 The shop, the environments and the agents all import from here, so that no layer reaches down
 or across into another for it.

@@ -33,6 +33,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
+from gagpo.common.numbers import check_number, short_repr
 from gagpo.servers.digest import digest
 
 
@@ -265,7 +266,7 @@ def reset_options(
     if not isinstance(options, Mapping):
         raise TypeError(
             f"options must be a dict such as {{'task': 0, 'split': 'train'}} or None, "
-            f"not {type(options).__name__} {_short(options)}"
+            f"not {type(options).__name__} {short_repr(options)}"
         )
     unknown = [k for k in options if k not in RESET_OPTIONS]
     if unknown:
@@ -285,7 +286,7 @@ def split_name(split: Any, splits: Collection[str], name: str = "split") -> str:
     if not isinstance(split, str):
         raise TypeError(
             f"{name} must be a split name, one of {list(splits)}, "
-            f"not {type(split).__name__} {_short(split)}"
+            f"not {type(split).__name__} {short_repr(split)}"
         )
     if split not in splits:
         raise ValueError(f"{name} must be one of {list(splits)}, not {split!r}")
@@ -293,9 +294,8 @@ def split_name(split: Any, splits: Collection[str], name: str = "split") -> str:
 
 
 def step_limit(max_steps: Any) -> int:
-    """``max_steps`` checked to be a positive integer (an env's truncation limit)."""
-    if isinstance(max_steps, bool) or not isinstance(max_steps, (int, np.integer)) or max_steps < 1:
-        raise ValueError(f"max_steps must be a positive integer, not {_short(max_steps)}")
+    """``max_steps`` checked to be an integer >= 1 (an env's truncation limit)."""
+    check_number("max_steps", max_steps, ">= 1", integer=True)
     return int(max_steps)
 
 
@@ -317,18 +317,13 @@ def task_index(task: Any, n: int, accepts: str) -> int:
         index = operator.index(task)
     except TypeError:
         raise TypeError(
-            f"options['task'] must be {accepts}, not {type(task).__name__} {_short(task)}"
+            f"options['task'] must be {accepts}, not {type(task).__name__} {short_repr(task)}"
         ) from None
     if not 0 <= index < n:
         raise ValueError(
             f"options['task'] = {index} is out of range 0..{n - 1}: it must be {accepts}"
         )
     return index
-
-
-def _short(value: Any, n: int = 60) -> str:
-    text = repr(value)
-    return text if len(text) <= n else text[:n] + "..."
 
 
 def info_problems(info: Any) -> list[str]:
@@ -343,7 +338,7 @@ def info_problems(info: Any) -> list[str]:
             problems.append(f"info has no {key!r} ({_type_name(kind)})")
         elif not _is_a(info[key], kind):
             problems.append(f"info[{key!r}] is {_type_name(type(info[key]))} "
-                            f"{_short(info[key])}, not {_type_name(kind)}")
+                            f"{short_repr(info[key])}, not {_type_name(kind)}")
     if isinstance(info.get("state_key"), str) and not info["state_key"]:
         problems.append("info['state_key'] is empty")
     return problems

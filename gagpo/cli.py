@@ -93,9 +93,11 @@ def build_parser() -> argparse.ArgumentParser:
     ev = sub.add_parser("eval", help="evaluate a policy: success and score per task type")
     ev.add_argument("--env", required=True, help="a registered env id, e.g. WebShop-v0")
     ev.add_argument("--policy", required=True,
-                    help="expert | random | tiny | smollm2-135m | a Hugging Face id or local "
-                         "path | vllm:<one of those models> (a vLLM engine) | openai:<base "
-                         "url> (an OpenAI-compatible chat server)")
+                    help="expert | rule | rule_options (WebShop's rule baseline; rule_options "
+                         "also picks named options, on text_rich pages) | random | tiny | "
+                         "smollm2-135m | a Hugging Face id or local path | vllm:<one of those "
+                         "models> (a vLLM engine) | openai:<base url> (an OpenAI-compatible "
+                         "chat server)")
     ev.add_argument("--server-model", default=None, help="model name for an openai: policy")
     ev.add_argument("--mode", choices=list(MODES), default="generate",
                     help="model policies: generate replies, or score the admissible actions")

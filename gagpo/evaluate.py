@@ -20,7 +20,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from tqdm import tqdm
 
-from gagpo.agents.policies.factory import PolicySpec, build_policy
+from gagpo.agents.policies.factory import PolicySpec, build_policy, env_kwargs_for
+from gagpo.common.numbers import check_number
 
 if TYPE_CHECKING:
     from gagpo.agents.rollout import StepTable
@@ -149,19 +150,26 @@ def evaluate(
     history_length: int = 2,
     progress: bool = True,
 ) -> dict[str, Any]:
-    """Evaluate a policy on the first ``episodes`` tasks of ``split``, ``batch`` at a time."""
+    """Evaluate a policy on the first ``episodes`` tasks of ``split``, ``batch`` at a time.
+
+    Raises:
+        ValueError: an unknown env, a count out of range, or a policy spec that cannot work.
+    """
     from gagpo.agents.react import ReActAgent
-    from gagpo.envs import probe
+    from gagpo.envs import env_spec, probe
     from gagpo.envs.vector import GroupVectorEnv
 
+    env_spec(env_id)
+    check_number("episodes", episodes, ">= 1", integer=True)
+    check_number("batch", batch, ">= 1", integer=True)
+    check_number("history_length", history_length, ">= 0", integer=True)
     env_kwargs = dict(env_kwargs or {})
     if split is not None:
         env_kwargs["split"] = split
     # The policy first: a bad spec fails before any env is built, and a vLLM engine starts
     # before WebShop's search imports numba (see gagpo.agents.policies.vllm).
     policy = build_policy(policy_spec)
-    if policy.needs_expert_action:
-        env_kwargs["request_infos"] = ["expert_action"]
+    env_kwargs = env_kwargs_for(policy, env_kwargs)
     with probe(env_id, **env_kwargs) as env:  # what the env declares, read once
         tasks = list(env.split_tasks(None))[:episodes]
         label, max_steps = env.report_label, env.max_steps

@@ -34,6 +34,7 @@ from gagpo.advantages import (
     PENALTY_TARGETS,
 )
 from gagpo.agents.policies.base import MODES
+from gagpo.common.numbers import check_number
 from gagpo.distributed import PARALLEL_MODES
 from gagpo.envs.vector import BACKENDS
 from gagpo.losses import AGGREGATIONS, RATIO_LEVELS, LossConfig, check_dual_clip
@@ -42,7 +43,8 @@ _LOSS = LossConfig()  # the loss's defaults are the trainer's
 
 
 def arg(default: Any, help: str, **kw: Any) -> Any:  # noqa: A002  (argparse's word)
-    """A dataclass field carrying its command-line help."""
+    """A dataclass field carrying its command-line help (and, for numbers, ``valid``: the
+    name of its range in :data:`gagpo.common.numbers.RANGES`)."""
     if isinstance(default, (list, dict)):
         return field(default_factory=lambda: type(default)(default), metadata={"help": help, **kw})
     return field(default=default, metadata={"help": help, **kw})
@@ -59,7 +61,7 @@ class TrainConfig:
     eval_split: str | None = arg(None, "held-out split (default: WebShop test, ALFWorld "
                                        "valid_unseen)")
     max_steps: int | None = arg(None, "episode step limit (default: the env's own, its "
-                                 "registered max_episode_steps)")
+                                 "registered max_episode_steps)", valid=">= 1")
     backend: str = arg("inprocess", "where envs run", choices=list(BACKENDS))
     ray_address: str | None = arg(None, "Ray cluster address for backend=ray (None: local)")
     parallel: str = arg("ddp", "under torchrun: ddp (each rank a whole model, gradients "
@@ -69,9 +71,9 @@ class TrainConfig:
     model: str = arg("tiny", "tiny | smollm2-135m | a Hugging Face id or local folder")
     mode: str = arg("generate", "generate replies, or score the admissible actions",
                     choices=list(MODES))
-    lora_rank: int = arg(0, "LoRA rank (peft); 0 trains every parameter")
-    lora_alpha: float = arg(32.0, "LoRA alpha")
-    lora_dropout: float = arg(0.0, "LoRA dropout")
+    lora_rank: int = arg(0, "LoRA rank (peft); 0 trains every parameter", valid=">= 0")
+    lora_alpha: float = arg(32.0, "LoRA alpha", valid="> 0")
+    lora_dropout: float = arg(0.0, "LoRA dropout", valid="in [0, 1)")
     length_normalize: bool = arg(False, "score mode: rank actions by mean (not summed) token "
                                         "log-prob, so long actions are not penalised")
     bf16: str = arg("auto", "bf16 autocast: auto (CUDA with bf16; CPU with AMX from 50M "
@@ -81,25 +83,27 @@ class TrainConfig:
                                           "(CUDA, generate mode) that gets the trained "
                                           "weights before every rollout",
                           choices=["transformers", "vllm"])
-    vllm_gpu_memory: float = arg(0.3, "share of the GPU's memory the vLLM engine may take")
+    vllm_gpu_memory: float = arg(0.3, "share of the GPU's memory the vLLM engine may take",
+                                 valid="in (0, 1]")
     vllm_kwargs: dict = arg({}, "more vllm.LLM arguments (JSON object), e.g. "
                                 "{\"enforce_eager\": true}")
-    max_new_tokens: int = arg(256, "reply length limit (generate mode)")
-    top_p: float = arg(1.0, "nucleus sampling mass in training rollouts")
-    history_length: int = arg(2, "(observation, action) pairs shown in the prompt")
-    temperature: float = arg(1.0, "sampling temperature of training rollouts")
-    eval_temperature: float = arg(0.4, "sampling temperature of evaluation (0: greedy)")
+    max_new_tokens: int = arg(256, "reply length limit (generate mode)", valid=">= 1")
+    top_p: float = arg(1.0, "nucleus sampling mass in training rollouts", valid="in (0, 1]")
+    history_length: int = arg(2, "(observation, action) pairs shown in the prompt", valid=">= 0")
+    temperature: float = arg(1.0, "sampling temperature of training rollouts", valid=">= 0")
+    eval_temperature: float = arg(0.4, "sampling temperature of evaluation (0: greedy)",
+                                  valid=">= 0")
     # --- rollouts and rewards -----------------------------------------------------------------
     algo: str = arg("gagpo", "advantage estimator", choices=sorted(ESTIMATORS))
-    iterations: int = arg(150, "training iterations (rollout + update)")
-    n_groups: int = arg(16, "tasks per iteration (N)")
-    group_size: int = arg(8, "rollouts per task (G), from the same initial state")
+    iterations: int = arg(150, "training iterations (rollout + update)", valid=">= 0")
+    n_groups: int = arg(16, "tasks per iteration (N)", valid=">= 1")
+    group_size: int = arg(8, "rollouts per task (G), from the same initial state", valid=">= 1")
     reward: str = arg("success", "step reward at the end: success (reward_scale x won) or "
                                  "score (reward_scale x the env's score)",
                       choices=["success", "score"])
-    reward_scale: float = arg(10.0, "reward of a won episode (the papers use 10)")
+    reward_scale: float = arg(10.0, "reward of a won episode (the papers use 10)", valid="> 0")
     invalid_penalty: float = arg(0.1, "subtracted from a step whose action was malformed or "
-                                      "rejected")
+                                      "rejected", valid=">= 0")
     invalid_penalty_target: str = arg(
         DEFAULT_PENALTY_TARGET,
         "where the invalid penalty goes: step (that step alone, as verl-agent: its episode score "
@@ -110,10 +114,11 @@ class TrainConfig:
                                            "state_key or the observation text (GiGPO)",
                               choices=["state_key", "observation"])
     # --- advantages ---------------------------------------------------------------------------
-    gamma: float = arg(DEFAULT_GAMMA, "discount of returns and TD residuals")
-    lam: float = arg(DEFAULT_LAM, "GAGPO's GAE lambda (value unknown in the paper)")
+    gamma: float = arg(DEFAULT_GAMMA, "discount of returns and TD residuals", valid="in [0, 1]")
+    lam: float = arg(DEFAULT_LAM, "GAGPO's GAE lambda (value unknown in the paper)",
+                     valid="in [0, 1]")
     norm: str = arg(DEFAULT_NORM, "group normalisation of advantages", choices=list(NORMS))
-    omega: float = arg(DEFAULT_OMEGA, "GiGPO's weight of the step-level advantage")
+    omega: float = arg(DEFAULT_OMEGA, "GiGPO's weight of the step-level advantage", valid=">= 0")
     episode_stats: str = arg(
         DEFAULT_EPISODE_STATS,
         "mean and std of the episode-level term (GRPO, GiGPO) over the group's trajectories (the "
@@ -123,43 +128,47 @@ class TrainConfig:
     ratio_level: str | None = arg(None, "importance ratio per token or per action (default: "
                                         "action for gagpo, token otherwise)",
                                   choices=list(RATIO_LEVELS))
-    clip_eps: float = arg(_LOSS.clip_eps, "PPO clip range")
+    clip_eps: float = arg(_LOSS.clip_eps, "PPO clip range", valid="in (0, 1)")
     clip_eps_high: float | None = arg(_LOSS.clip_eps_high,
-                                      "upper clip range (default: clip_eps)")
+                                      "upper clip range (default: clip_eps)", valid="> 0")
     dual_clip: float | None = arg(_LOSS.dual_clip, "dual-clip constant c > 1 for negative "
                                                    "advantages (None: off)")
     kl_coef: float = arg(_LOSS.kl_coef, "weight of the low-variance KL to the reference policy "
-                                        "(0: off)")
-    entropy_coef: float = arg(_LOSS.entropy_coef, "entropy bonus (0: off)")
+                                        "(0: off)", valid=">= 0")
+    entropy_coef: float = arg(_LOSS.entropy_coef, "entropy bonus (0: off)", valid="finite")
     aggregation: str | None = arg(None, "loss aggregation: token-mean (every token weighs the "
                                         "same) or seq-mean (every action does) (default: "
                                         "seq-mean for gagpo, token-mean otherwise)",
                                   choices=list(AGGREGATIONS))
     # --- optimisation -------------------------------------------------------------------------
-    lr: float = arg(1e-6, "AdamW learning rate")
-    weight_decay: float = arg(0.0, "AdamW weight decay")
-    max_grad_norm: float = arg(1.0, "gradient clipping (0: off)")
-    ppo_epochs: int = arg(1, "passes over each iteration's batch")
-    num_minibatches: int = arg(1, "optimizer steps per epoch (the batch split this many ways)")
+    lr: float = arg(1e-6, "AdamW learning rate", valid="> 0")
+    weight_decay: float = arg(0.0, "AdamW weight decay", valid=">= 0")
+    max_grad_norm: float = arg(1.0, "gradient clipping (0: off)", valid=">= 0")
+    ppo_epochs: int = arg(1, "passes over each iteration's batch", valid=">= 1")
+    num_minibatches: int = arg(1, "optimizer steps per epoch (the batch split this many ways)",
+                               valid=">= 1")
     micro_batch_tokens: int = arg(16384, "padded tokens per forward/backward (gradient "
-                                         "accumulation)")
+                                         "accumulation)", valid=">= 1")
     recompute_old_logp: bool = arg(False, "recompute log pi_old with the trainer's model "
                                           "(needed when rollouts come from another engine)")
     # --- behaviour-cloning warm start ---------------------------------------------------------
-    bc_episodes: int = arg(0, "expert demonstrations (episodes) for a warm start (0: none)")
+    bc_episodes: int = arg(0, "expert demonstrations (episodes) for a warm start (0: none)",
+                           valid=">= 0")
     bc_teacher: str = arg("expert", "who the warm start imitates: the goal-aware expert (its won "
                                     "episodes), or WebShop's rule baseline (search the "
                                     "instruction, first result, buy; rule_options also clicks "
-                                    "options the instruction names), all its episodes",
+                                    "options the instruction names, and needs env_kwargs "
+                                    "observation_mode text_rich), all its episodes",
                           choices=["expert", "rule", "rule_options"])
-    bc_epochs: int = arg(1, "passes over the demonstrations")
-    bc_lr: float = arg(1e-3, "learning rate of the warm start")
-    bc_batch: int = arg(16, "demonstration steps per optimizer step")
+    bc_epochs: int = arg(1, "passes over the demonstrations", valid=">= 1")
+    bc_lr: float = arg(1e-3, "learning rate of the warm start", valid="> 0")
+    bc_batch: int = arg(16, "demonstration steps per optimizer step", valid=">= 1")
     # --- evaluation, logging, checkpoints -----------------------------------------------------
-    eval_every: int = arg(10, "evaluate every k iterations (0: only before and after)")
-    eval_episodes: int = arg(100, "held-out episodes (the split's first N tasks)")
-    eval_batch: int = arg(32, "evaluation episodes played together")
-    save_every: int = arg(1, "checkpoint every k iterations (0: only at the end)")
+    eval_every: int = arg(10, "evaluate every k iterations (0: only before and after)",
+                          valid=">= 0")
+    eval_episodes: int = arg(100, "held-out episodes (the split's first N tasks)", valid=">= 0")
+    eval_batch: int = arg(32, "evaluation episodes played together", valid=">= 1")
+    save_every: int = arg(1, "checkpoint every k iterations (0: only at the end)", valid=">= 0")
     out_dir: str = arg("runs/gagpo", "folder for metrics, step tables and checkpoints")
     resume: bool = arg(False, "continue from out_dir's last checkpoint; every setting must be "
                               "the checkpoint's but iterations, out_dir, save_every, the "
@@ -170,7 +179,7 @@ class TrainConfig:
     overwrite: bool = arg(False, "start a new run in an out_dir that holds an earlier one "
                                  "(its checkpoint, metrics and step tables are deleted); "
                                  "without it, or --resume, that is refused")
-    seed: int = arg(0, "seed of tasks, sampling and initialisation")
+    seed: int = arg(0, "seed of tasks, sampling and initialisation", valid=">= 0")
     tensorboard: bool = arg(True, "write TensorBoard events (needs the tensorboard package)")
     wandb: bool = arg(False, "log to Weights & Biases")
     wandb_project: str = arg("gagpo", "W&B project")
@@ -187,6 +196,13 @@ class TrainConfig:
             if value is not None and value not in choices:
                 raise ValueError(f"{name} must be one of {choices}, not {value!r}")
         check_dual_clip(self.dual_clip)
+        for f in dataclasses.fields(self):
+            if str(f.type) == "dict" and not isinstance(getattr(self, f.name), dict):
+                raise ValueError(f"{f.name} must be a JSON object (keys and values), not "
+                                 f"{getattr(self, f.name)!r}")
+            if "valid" in f.metadata:
+                check_number(f.name, getattr(self, f.name), f.metadata["valid"],
+                             integer=str(f.type).startswith("int"), optional="None" in str(f.type))
 
     def resolved_ratio_level(self) -> str:
         return self.ratio_level or ("action" if self.algo == "gagpo" else "token")
@@ -228,6 +244,18 @@ def load_config_file(path: str | Path) -> dict[str, Any]:
     return values
 
 
+def _json_object(text: str) -> dict[str, Any]:
+    """A flag's JSON object (``--env-kwargs '{"observation_mode": "text_rich"}'``)."""
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise argparse.ArgumentTypeError(f"not JSON ({e}): {text!r}") from e
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError(f"not a JSON object ({{\"key\": value, ...}}): "
+                                         f"{text!r}")
+    return value
+
+
 def _parse_optional(kind: type):
     def parse(text: str):
         return None if text.lower() in ("none", "null") else kind(text)
@@ -239,7 +267,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     for f in dataclasses.fields(TrainConfig):
         flag = "--" + f.name.replace("_", "-")
         default = "{}" if f.default is dataclasses.MISSING else f.default
-        help_text = f"{f.metadata['help']} (default: {default})"
+        valid = f.metadata.get("valid", "finite")
+        help_text = f"{f.metadata['help']} (default: {default}" + \
+            (")" if valid == "finite" else f"; {valid})")
         kw: dict[str, Any] = {"dest": f.name, "default": argparse.SUPPRESS, "help": help_text}
         if "choices" in f.metadata:
             kw["choices"] = f.metadata["choices"]
@@ -247,7 +277,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         if t == "bool":
             kw["action"] = argparse.BooleanOptionalAction
         elif t == "dict":
-            kw["type"] = json.loads
+            kw["type"] = _json_object
         elif "int" in t:
             kw["type"] = _parse_optional(int) if "None" in t else int
         elif "float" in t:

@@ -30,6 +30,7 @@ import numpy as np
 import torch
 
 from gagpo.advantages import compute_advantages
+from gagpo.agents.policies.factory import env_kwargs_for
 from gagpo.distributed import (
     all_reduce_sum,
     full_parameters,
@@ -64,7 +65,12 @@ from gagpo.run_folder import (
 )
 from gagpo.train_config import TrainConfig, check_resume, resume_differences
 from gagpo.vllm_engine import make_vllm_engine, sync_engine
-from gagpo.warm_start import behaviour_cloning, expert_demonstrations, make_teacher
+from gagpo.warm_start import (
+    behaviour_cloning,
+    check_teacher_envs,
+    expert_demonstrations,
+    make_teacher,
+)
 
 if TYPE_CHECKING:
     from gagpo.agents.rollout import StepTable
@@ -127,12 +133,10 @@ class TimedPolicy:
         return replies
 
 
-def env_kwargs(cfg: TrainConfig, split: str, expert: bool = False) -> dict[str, Any]:
+def env_kwargs(cfg: TrainConfig, split: str) -> dict[str, Any]:
     kw = dict(cfg.env_kwargs, split=split)
     if cfg.max_steps:  # the env's own limit (it ends the episode) and TimeLimit's (it flags it)
         kw["max_steps"] = kw["max_episode_steps"] = cfg.max_steps
-    if expert:
-        kw["request_infos"] = ["expert_action"]
     return kw
 
 
@@ -396,8 +400,11 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
 
     from gagpo.agents.react import ReActAgent
     from gagpo.agents.rollout import rollout
-    from gagpo.envs import split_tasks
+    from gagpo.envs import env_spec, split_tasks
 
+    env_spec(cfg.env)  # an unknown env fails now, not after the model has loaded
+    if cfg.bc_episodes > 0:
+        check_teacher_envs(cfg)
     rank, world, device = setup_distributed()
     if cfg.parallel == "fsdp" and not torch.distributed.is_initialized():
         raise ValueError("--parallel fsdp runs under torchrun, e.g. torchrun "
@@ -476,8 +483,7 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
         if cfg.bc_episodes > 0:  # warm start; GAGPO's reference policy is the warm model
             mine = train_tasks[rank:cfg.bc_episodes:world]
             teacher = make_teacher(cfg)
-            teacher_kwargs = env_kwargs(cfg, cfg.train_split,
-                                        expert=teacher.needs_expert_action)
+            teacher_kwargs = env_kwargs_for(teacher, env_kwargs(cfg, cfg.train_split))
             with make_vec(cfg, len(mine), 1, teacher_kwargs) as teacher_envs:
                 demos = expert_demonstrations(cfg, policy, teacher, agent, mine, teacher_envs)
             model.train()

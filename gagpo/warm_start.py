@@ -5,6 +5,7 @@ baseline (all its episodes), by maximising log pi(teacher reply | prompt).
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import torch
@@ -30,11 +31,27 @@ def make_teacher(cfg: TrainConfig) -> Policy:
     """The scripted teacher ``--bc-teacher`` names: the goal-aware expert (it reads
     ``expert_action`` from the infos: see ``Policy.needs_expert_action``) or the rule baseline
     (``rule_options``: it also picks options)."""
-    from gagpo.agents.policies.scripted import ExpertPolicy, RuleBaselinePolicy
+    from gagpo.agents.policies.factory import PolicySpec, build_policy
 
     if cfg.bc_teacher == "expert":
-        return ExpertPolicy(search_with_instruction=cfg.mode == "score")
-    return RuleBaselinePolicy(options=cfg.bc_teacher == "rule_options")
+        return build_policy(PolicySpec("expert"), search_with_instruction=cfg.mode == "score")
+    return build_policy(PolicySpec(cfg.bc_teacher))  # "rule" or "rule_options"
+
+
+def check_teacher_envs(cfg: TrainConfig) -> None:
+    """Refuse a teacher that needs its environments made otherwise than the training ones
+    (``rule_options`` reads chosen options off text_rich pages): its demonstrations' prompts
+    would show pages the trained policy never sees.
+
+    Raises:
+        ValueError: naming the ``--env-kwargs`` that would make them agree.
+    """
+    needed = make_teacher(cfg).required_env_kwargs
+    missing = {k: v for k, v in needed.items() if cfg.env_kwargs.get(k) != v}
+    if missing:
+        raise ValueError(f"--bc-teacher {cfg.bc_teacher} needs the training environments made "
+                         f"with {missing}: pass --env-kwargs "
+                         f"'{json.dumps({**cfg.env_kwargs, **missing})}'")
 
 
 def expert_demonstrations(cfg: TrainConfig, policy: Any, teacher: Policy, agent: Any,

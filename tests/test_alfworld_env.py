@@ -366,8 +366,11 @@ def test_reset_accepts_indices_numpy_integers_and_task_ids(env, data_dir):
     assert other["task_id"] == env.games("valid_unseen")[1].task_id
     with pytest.raises(TypeError, match=r"split must be a split name"):
         AlfworldEnv(data_dir=data_dir, split=5)
-    with pytest.raises(ValueError, match=r"max_steps must be a positive integer"):
+    with pytest.raises(ValueError, match=r"^max_steps must be >= 1, not 0$"):
         AlfworldEnv(data_dir=data_dir, max_steps=0)
+    with pytest.raises(ValueError) as huge:  # a refused value is quoted, not echoed whole
+        AlfworldEnv(data_dir=data_dir, max_steps="x" * 1_000_000)
+    assert str(huge.value) == f"max_steps must be an integer, not '{'x' * 59}..."
 
 
 def test_step_before_reset_and_after_close_are_clear_errors(data_dir):

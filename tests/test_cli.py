@@ -6,8 +6,9 @@ from gagpo.cli import main
 
 
 def test_serve_webshop_forwards_to_the_shops_own_options(capsys):
-    assert main(["serve", "webshop", "--threads", "0"]) == 2
-    assert "--threads must be at least 1" in capsys.readouterr().err
+    assert main(["serve", "webshop", "--threads", "0", "--channel-timeout", "-1"]) == 2
+    assert capsys.readouterr().err == ("--threads must be >= 1, not 0\n"
+                                       "--channel-timeout must be >= 1, not -1\n")
     with pytest.raises(SystemExit) as e:
         main(["serve", "webshop", "--help"])
     assert e.value.code == 0
@@ -83,3 +84,79 @@ def test_the_recipes_cpu_flags_are_the_demos_settings():
     cfg = config_from_args(build_parser().parse_args(argv[1:]))
     want = demo_config(out_dir=cfg.out_dir).to_dict()
     assert cfg.to_dict() == want
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--lr", "nan"], "lr must be a finite number, not nan"),
+    (["--lr", "-1"], "lr must be > 0, not -1.0"),
+    (["--group-size", "0"], "group_size must be >= 1, not 0"),
+    (["--clip-eps", "2"], "clip_eps must be in (0, 1), not 2.0"),
+    (["--gamma", "1.5"], "gamma must be in [0, 1], not 1.5"),
+    (["--max-steps", "0"], "max_steps must be >= 1, not 0"),
+    (["--entropy-coef", "inf"], "entropy_coef must be a finite number, not inf"),
+    (["--env", "NoSuch-v0"], "no environment 'NoSuch-v0'"),
+])
+def test_train_refuses_settings_out_of_range_before_anything_runs(tmp_path, capsys, flags,
+                                                                  message):
+    assert main(["train", *flags, "--out-dir", str(tmp_path)]) == 2
+    assert capsys.readouterr().err.startswith(f"gagpo: error: {message}")
+    assert not any(tmp_path.iterdir())
+
+
+def test_a_config_file_gets_the_same_checks_as_the_flags(tmp_path, capsys):
+    """A JSON or TOML value of the wrong kind is named, not cast or left to fail mid-run."""
+    for text, message in [('{"lr": "1e-3"}', "lr must be a number, not '1e-3'"),
+                          ('{"group_size": 8.0}', "group_size must be an integer, not 8.0"),
+                          ('{"seed": true}', "seed must be an integer, not True"),
+                          ('{"env_kwargs": [1]}', "env_kwargs must be a JSON object (keys and "
+                                                  "values), not [1]")]:
+        config = tmp_path / "run.json"
+        config.write_text(text)
+        assert main(["train", "--config", str(config), "--out-dir", str(tmp_path / "r")]) == 2
+        assert capsys.readouterr().err == f"gagpo: error: {message}\n"
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--env", "NoSuch-v0"], "no environment 'NoSuch-v0' (Environment `NoSuch` doesn't exist.); "
+                             "gagpo registers WebShop-v0 and ALFWorld-v0"),
+    (["--env", "no_such_module:X-v0"], "no environment 'no_such_module:X-v0' (No module "),
+    (["--episodes", "-1"], "episodes must be >= 1, not -1"),
+    (["--batch", "0"], "batch must be >= 1, not 0"),
+    (["--temperature", "nan"], "temperature must be a finite number, not nan"),
+    (["--top-p", "0"], "top_p must be in (0, 1], not 0.0"),
+    (["--env-arg", "bogus=1"], "WebShop-v0 does not take the arguments {'bogus': 1"),
+    (["--policy", "/no/such/model"], "no model '/no/such/model': not one of the built-in "),
+])
+def test_eval_refuses_bad_settings_with_the_reason(capsys, flags, message):
+    """Each of these once ran anyway (``--episodes -1`` played all but the last task) or ended
+    in a traceback."""
+    args = {"--env": "WebShop-v0", "--policy": "tiny"}
+    args.update(dict(zip(flags[::2], flags[1::2], strict=True)))
+    assert main(["eval", *[x for kv in args.items() for x in kv]]) == 2
+    # The last line: a model policy is loaded (with its progress bar) before any env is made.
+    assert capsys.readouterr().err.splitlines()[-1].startswith(f"gagpo: error: {message}")
+
+
+def test_a_warm_start_teacher_that_needs_other_pages_is_refused_before_anything_runs(
+        tmp_path, capsys):
+    """rule_options reads chosen options off text_rich pages: its demonstrations on them would
+    teach a policy that trains on plain text pages."""
+    assert main(["train", "--bc-episodes", "2", "--bc-teacher", "rule_options", "--out-dir",
+                 str(tmp_path)]) == 2
+    assert capsys.readouterr().err == (
+        "gagpo: error: --bc-teacher rule_options needs the training environments made with "
+        "{'observation_mode': 'text_rich'}: pass --env-kwargs "
+        "'{\"observation_mode\": \"text_rich\"}'\n")
+    assert not any(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize("value, message", [
+    ("[1]", "not a JSON object ({\"key\": value, ...}): '[1]'"),
+    ("{bad", "not JSON (Expecting property name enclosed in double quotes"),
+])
+def test_json_flags_must_be_json_objects(tmp_path, capsys, value, message):
+    """A list once reached the trainer and failed mid-start with a TypeError traceback."""
+    with pytest.raises(SystemExit) as e:
+        main(["train", "--env-kwargs", value, "--out-dir", str(tmp_path)])
+    assert e.value.code == 2
+    assert f"argument --env-kwargs: {message}" in capsys.readouterr().err

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from gagpo.agents.policies.base import Policy, Request
-from gagpo.agents.policies.factory import PolicySpec, build_policy
+from gagpo.agents.policies.factory import PolicySpec, build_policy, env_kwargs_for
 from gagpo.agents.policies.scripted import ExpertPolicy, RandomPolicy, RuleBaselinePolicy
 
 
@@ -17,7 +17,10 @@ def test_scripted_specs_and_who_needs_expert_infos():
     assert isinstance(a, RandomPolicy) and not a.needs_expert_action
     requests = [Request([], ["click[a]", "click[b]", "click[c]"]) for _ in range(8)]
     assert [r.text for r in a.act(requests)] == [r.text for r in b.act(requests)]
-    assert not RuleBaselinePolicy().needs_expert_action
+    rule, rule_options = build_policy(PolicySpec("rule")), build_policy(PolicySpec("rule_options"))
+    assert isinstance(rule, RuleBaselinePolicy) and isinstance(rule_options, RuleBaselinePolicy)
+    assert (rule.options, rule_options.options) == (False, True)
+    assert not rule.needs_expert_action
     assert all(isinstance(p, Policy) for p in (expert, a, RuleBaselinePolicy()))
 
 
@@ -70,3 +73,53 @@ def test_eval_prompts_state_the_envs_own_step_limit(tmp_path):
     assert summary["by_type"]["all"]["mean_length"] == 2.0
     later = [r["prompt"][-1]["content"] for r in rows if r["t"] > 0]
     assert later and all("(at most 2 are allowed)" in p for p in later)
+
+
+def test_the_rule_baseline_refuses_an_env_that_is_not_webshop():
+    """ALFWorld's infos have no page: the rule would click "buy now" until the step limit."""
+    with pytest.raises(ValueError, match="plays WebShop only"):
+        build_policy(PolicySpec("rule")).act([Request([], ["look"], {"won": False})])
+
+
+def test_env_kwargs_for_adds_what_a_policy_needs_and_refuses_what_contradicts_it():
+    rule_options = build_policy(PolicySpec("rule_options"))
+    assert env_kwargs_for(rule_options, {"split": "test"}) == {
+        "split": "test", "observation_mode": "text_rich"}
+    with pytest.raises(ValueError, match="needs its environments made with "
+                                         "observation_mode='text_rich', not 'text'"):
+        env_kwargs_for(rule_options, {"observation_mode": "text"})
+    assert env_kwargs_for(build_policy(PolicySpec("rule")), {}) == {}
+    assert env_kwargs_for(build_policy(PolicySpec("expert")), {}) == {
+        "request_infos": ["expert_action"]}
+
+
+def test_eval_of_rule_options_sees_the_options_it_chose(tmp_path):
+    """On plain text pages the rule cannot tell an option is chosen and clicks it until the
+    step limit; gagpo eval makes its envs text_rich, so it picks each option once and buys."""
+    import json
+
+    from gagpo.evaluate import evaluate
+
+    summary = evaluate("WebShop-v0", PolicySpec("rule_options"), split="test", episodes=20,
+                       batch=20, out=tmp_path, progress=False)
+    rows = [json.loads(line) for line in (tmp_path / "trajectories.jsonl").open()]
+    assert all(r["action"] == "click[buy now]" for r in rows if r["terminated"])
+    assert sum(r["terminated"] for r in rows) == 20  # every episode bought, none ran out
+    picked = [r["action"] for r in rows if r["action"].startswith("click[")
+              and "You have clicked" in r["observation"]]
+    assert picked  # options were chosen, and the page said so
+    assert summary["by_type"]["all"]["mean_length"] < 8
+
+
+def test_policies_refuse_nan_and_out_of_range_sampling_settings():
+    """``temperature < 0`` alone let nan through, to fail inside sampling."""
+    from gagpo.agents.models import load_model
+    from gagpo.agents.policies.hf import TransformersPolicy
+
+    model, tok = load_model("tiny")
+    for kw, message in [({"temperature": float("nan")}, "temperature must be a finite number"),
+                        ({"top_p": 0.0}, r"top_p must be in \(0, 1\], not 0.0"),
+                        ({"batch_size": 0}, "batch_size must be >= 1, not 0"),
+                        ({"max_new_tokens": 2.5}, "max_new_tokens must be an integer")]:
+        with pytest.raises(ValueError, match=message):
+            TransformersPolicy(model, tok, **kw)

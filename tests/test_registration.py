@@ -69,3 +69,14 @@ def test_split_tasks_lists_a_split_of_an_env_id():
     assert split_tasks("WebShop-v0", split="eval") == list(range(500, 1500))
     with pytest.raises(ValueError, match="unknown split 'dev'"):
         split_tasks("WebShop-v0", split="dev")
+
+
+def test_env_spec_finds_what_gymnasium_make_finds_and_names_what_it_does_not():
+    from gagpo.envs import env_spec
+
+    assert env_spec("WebShop-v0").max_episode_steps == 15
+    assert env_spec("gagpo.envs:ALFWorld-v0").id == "ALFWorld-v0"  # "module:Id", as make does
+    for missing in ("WebShop-v9", "no_such_module:WebShop-v0"):
+        with pytest.raises(ValueError, match=f"^no environment '{missing}' .*; gagpo registers "
+                                             "WebShop-v0 and ALFWorld-v0$"):
+            env_spec(missing)

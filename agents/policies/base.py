@@ -74,6 +74,11 @@ class Policy(Protocol):
     """Whether the policy reads ``info["expert_action"]``: whoever makes its environments asks
     them for it (``request_infos=["expert_action"]``)."""
 
+    required_env_kwargs: ClassVar[dict[str, Any]] = {}
+    """Arguments the policy's environments must be made with (e.g. an observation mode that
+    shows what the policy reads): :func:`gagpo.agents.policies.factory.env_kwargs_for` adds
+    them, and refuses other values."""
+
     def act(self, requests: list[Request]) -> list[Reply]:
         """One reply per request, in order."""
         ...

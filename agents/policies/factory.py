@@ -10,15 +10,19 @@ from dataclasses import dataclass
 from typing import Any
 
 from gagpo.agents.policies.base import Policy
+from gagpo.common.numbers import check_number
 
 
 @dataclass
 class PolicySpec:
     """What ``--policy`` names and how it samples.
 
-    ``name``: ``expert``, ``random``, ``openai:<base url>`` (with ``server_model``, the served
-    model's name), ``vllm:<model>`` (a vLLM engine in this process), or a model run by
-    transformers: ``tiny``, ``smollm2-135m``, a Hugging Face id or a local path.
+    ``name``: ``expert`` (goal-aware, WebShop and ALFWorld), ``rule`` (WebShop's rule baseline:
+    search the instruction, open the first result, buy), ``rule_options`` (the same, also
+    choosing the options the instruction names), ``random``, ``openai:<base url>`` (with
+    ``server_model``, the served model's name), ``vllm:<model>`` (a vLLM engine in this
+    process), or a model run by transformers: ``tiny``, ``smollm2-135m``, a Hugging Face id
+    or a local path.
     """
 
     name: str
@@ -28,6 +32,29 @@ class PolicySpec:
     max_new_tokens: int = 256
     server_model: str | None = None
     seed: int = 0
+
+    def __post_init__(self) -> None:
+        check_number("temperature", self.temperature, ">= 0")
+        check_number("top_p", self.top_p, "in (0, 1]")
+        check_number("max_new_tokens", self.max_new_tokens, ">= 1", integer=True)
+        check_number("seed", self.seed, integer=True)
+
+
+def env_kwargs_for(policy: Policy, env_kwargs: dict[str, Any]) -> dict[str, Any]:
+    """``env_kwargs`` with what ``policy`` needs from its environments: its
+    :attr:`~Policy.required_env_kwargs`, and ``expert_action`` infos where it reads them.
+
+    Raises:
+        ValueError: ``env_kwargs`` sets a required argument to another value.
+    """
+    kw = dict(env_kwargs)
+    for key, value in policy.required_env_kwargs.items():
+        if kw.setdefault(key, value) != value:
+            raise ValueError(f"{type(policy).__name__} needs its environments made with "
+                             f"{key}={value!r}, not {kw[key]!r}")
+    if policy.needs_expert_action:
+        kw["request_infos"] = ["expert_action"]
+    return kw
 
 
 def build_policy(spec: PolicySpec, *, model: Any = None, tokenizer: Any = None,
@@ -48,6 +75,10 @@ def build_policy(spec: PolicySpec, *, model: Any = None, tokenizer: Any = None,
         from gagpo.agents.policies.scripted import ExpertPolicy
 
         return ExpertPolicy(**options)
+    if spec.name in ("rule", "rule_options"):
+        from gagpo.agents.policies.scripted import RuleBaselinePolicy
+
+        return RuleBaselinePolicy(options=spec.name == "rule_options", **options)
     if spec.name == "random":
         from gagpo.agents.policies.scripted import RandomPolicy
 

@@ -26,6 +26,7 @@ import torch.nn.functional as F
 from gagpo.agents.parser import fill_template, is_template
 from gagpo.agents.policies.base import MODES, Policy, Reply, Request
 from gagpo.agents.prompts import chat_prompt_ids
+from gagpo.common.numbers import check_number
 
 Mode = Literal["generate", "score"]
 
@@ -74,12 +75,10 @@ class TransformersPolicy(Policy):
     ) -> None:
         if mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}, not {mode!r}")
-        if not 0.0 < top_p <= 1.0:
-            raise ValueError("top_p must be in (0, 1]")
-        if temperature < 0:
-            raise ValueError("temperature must be >= 0")
-        if batch_size < 1 or max_new_tokens < 1:
-            raise ValueError("batch_size and max_new_tokens must be >= 1")
+        check_number("top_p", top_p, "in (0, 1]")
+        check_number("temperature", temperature, ">= 0")
+        check_number("batch_size", batch_size, ">= 1", integer=True)
+        check_number("max_new_tokens", max_new_tokens, ">= 1", integer=True)
         self.model = model
         self.tokenizer = tokenizer
         self.mode = mode

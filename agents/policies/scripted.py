@@ -70,10 +70,19 @@ class RuleBaselinePolicy(Policy):
     def __init__(self, options: bool = False) -> None:
         self.options = options
 
+    @property  # type: ignore[override]
+    def required_env_kwargs(self) -> dict[str, Any]:
+        """With ``options``: text_rich observations, the only ones that show which options are
+        chosen ("You have clicked ..."); without it, the rule would click them forever."""
+        return {"observation_mode": "text_rich"} if self.options else {}
+
     def action(self, request: Request) -> str:
         from gagpo.envs.webshop.expert import rule_baseline_action
 
         info = request.info
+        if "page" not in info:
+            raise ValueError("the rule baseline plays WebShop only (its infos name the page); "
+                             "this env's do not")
         if self.options and info.get("page") == "item":
             text = request.messages[-1]["content"] if request.messages else ""
             instruction = str(info.get("instruction", "")).lower()

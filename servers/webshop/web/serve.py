@@ -23,6 +23,7 @@ import os
 import sys
 from collections.abc import Sequence
 
+from gagpo.common.numbers import check_number
 from gagpo.servers.webshop.web.tokens import MIN_SECRET_CHARS, SECRET_ENV
 
 DEFAULT_THREADS = 8
@@ -217,12 +218,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     problems = []
     if not 0 <= args.port <= 65535:
         problems.append(f"invalid port {args.port}")
-    if args.threads < 1:
-        problems.append("--threads must be at least 1")
-    if args.connection_limit < 1:
-        problems.append("--connection-limit must be at least 1")
-    if args.channel_timeout < 1:
-        problems.append("--channel-timeout must be at least 1 second")
+    for flag, value in (("--threads", args.threads), ("--connection-limit", args.connection_limit),
+                        ("--channel-timeout", args.channel_timeout)):
+        try:
+            check_number(flag, value, ">= 1", integer=True)
+        except ValueError as e:
+            problems.append(str(e))
     if problems:
         print("\n".join(problems), file=sys.stderr)
         return 2
