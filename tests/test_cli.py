@@ -6,9 +6,12 @@ from gagpo.cli import main
 
 
 def test_serve_webshop_forwards_to_the_shops_own_options(capsys):
-    assert main(["serve", "webshop", "--threads", "0", "--channel-timeout", "-1"]) == 2
-    assert capsys.readouterr().err == ("--threads must be >= 1, not 0\n"
-                                       "--channel-timeout must be >= 1, not -1\n")
+    assert main(["serve", "webshop", "--port", "70000", "--threads", "0",
+                 "--channel-timeout", "-1"]) == 2
+    assert capsys.readouterr().err == (
+        "gagpo serve webshop: --port must be in [0, 65535], not 70000\n"
+        "gagpo serve webshop: --threads must be >= 1, not 0\n"
+        "gagpo serve webshop: --channel-timeout must be >= 1, not -1\n")
     with pytest.raises(SystemExit) as e:
         main(["serve", "webshop", "--help"])
     assert e.value.code == 0

@@ -217,7 +217,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     problems = []
     if not 0 <= args.port <= 65535:
-        problems.append(f"invalid port {args.port}")
+        problems.append(f"--port must be in [0, 65535], not {args.port}")
     for flag, value in (("--threads", args.threads), ("--connection-limit", args.connection_limit),
                         ("--channel-timeout", args.channel_timeout)):
         try:
@@ -225,7 +225,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         except ValueError as e:
             problems.append(str(e))
     if problems:
-        print("\n".join(problems), file=sys.stderr)
+        print("\n".join(f"gagpo serve webshop: {p}" for p in problems), file=sys.stderr)
         return 2
     try:
         with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C is the normal way to stop
