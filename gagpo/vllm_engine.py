@@ -30,12 +30,13 @@ def make_vllm_engine(cfg: TrainConfig, tokenizer: Any, *, seed: int,
     """
     if cfg.mode != "generate":
         raise ValueError("--generation vllm samples replies: it needs --mode generate")
-    from gagpo.agents.policies.vllm import VLLMPolicy
+    from gagpo.agents.policies.factory import PolicySpec, build_policy
 
+    spec = PolicySpec(f"vllm:{cfg.model}", temperature=cfg.temperature, top_p=cfg.top_p,
+                      max_new_tokens=cfg.max_new_tokens, seed=seed)
     kwargs = {"dtype": "bfloat16" if amp == torch.bfloat16 else "float32", **cfg.vllm_kwargs}
-    return VLLMPolicy(cfg.model, tokenizer, temperature=cfg.temperature, top_p=cfg.top_p,
-                      max_new_tokens=cfg.max_new_tokens, seed=seed, stop=("</action>",),
-                      gpu_memory_utilization=cfg.vllm_gpu_memory, **kwargs)
+    return build_policy(spec, tokenizer=tokenizer, stop=("</action>",),
+                        gpu_memory_utilization=cfg.vllm_gpu_memory, **kwargs)
 
 
 @contextlib.contextmanager

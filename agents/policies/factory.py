@@ -1,7 +1,8 @@
 """Policies from a spec: the one place that knows every policy's name and constructor.
 
-``gagpo eval --policy ...`` and the trainer both build their policies here. The constructors
-are imported on use, so that naming a scripted policy never imports torch or vLLM.
+``gagpo eval --policy ...``, the trainer's policy, its warm-start teacher and its vLLM rollout
+engine are all built here. The constructors are imported on use, so that naming a scripted
+policy never imports torch or vLLM.
 """
 
 from __future__ import annotations
