@@ -176,7 +176,7 @@ class AlfworldEnv(TextEnv):
             task_id=game.task_id,
             instruction=self._instruction,
             admissible_actions=[c for c in infos["admissible_commands"] if c != "help"],
-            state_key=self._state_key(game.task_id, infos),
+            state_key=self._state_key(infos),
             won=won,
             score=1.0 if won else 0.0,
             action_valid=action_valid,
@@ -227,11 +227,11 @@ class AlfworldEnv(TextEnv):
             return self._tw.state["_valid_commands"]
         return self._active.valid_commands
 
-    def _state_key(self, task_id: str, infos: dict[str, Any]) -> str:
+    def _state_key(self, infos: dict[str, Any]) -> str:
         if self._active is self._tw:
-            return state_key(task_id, infos["facts"])
+            return state_key(infos["facts"])
         # The same key from the native fact view, without building every fact.
-        return world_state_key(task_id, self._active.world_facts(DYNAMIC_PREDICATES))
+        return world_state_key(self._active.world_facts(DYNAMIC_PREDICATES))
 
     # -- for experts, tests and demonstrations -------------------------------------------------
 

@@ -3,7 +3,8 @@
 The key covers every fact an action can change that matters to the world: where the agent is,
 where every object is (in which receptacle, at which location, or held), what is open, and which
 objects are clean, hot, cool, sliced, toggled or on. Static facts (types, what fits where, which
-receptacles open) are the same in every state of a game and the task id stands for them.
+receptacles open) are the same in every state of a game, and keys are compared only between
+copies of one task (the contract, as in WebShop), so neither they nor the task id are in it.
 
 ``checked`` is left out on purpose: ``look``, ``examine``, ``inventory``, ``help`` and ``open`` set
 it as bookkeeping; no precondition, goal or text depends on it, so two states that differ only
@@ -50,12 +51,12 @@ def world_facts(facts: Iterable[Any]) -> tuple[tuple[str, ...], ...]:
     return tuple(sorted(out))
 
 
-def state_key(task_id: str, facts: Iterable[Any]) -> str:
+def state_key(facts: Iterable[Any]) -> str:
     """The contract's ``state_key`` for a game's current facts."""
-    return world_state_key(task_id, world_facts(facts))
+    return world_state_key(world_facts(facts))
 
 
-def world_state_key(task_id: str, world: tuple[tuple[str, ...], ...]) -> str:
+def world_state_key(world: tuple[tuple[str, ...], ...]) -> str:
     """The ``state_key`` of dynamic facts already in :func:`world_facts`' form (the native
     engine computes them from its fact view directly)."""
-    return make_state_key("alfworld", task_id, world)
+    return make_state_key(world)
