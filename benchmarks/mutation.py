@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import importlib.util
 import json
 import os
 import re
@@ -472,6 +473,8 @@ def main(argv: list[str] | None = None) -> int:
         for t in TARGETS:
             print(f"{_slug(t.name):16} {', '.join(t.files)}  <- {', '.join(t.tests)}")
         return 0
+    if not args.from_reports and importlib.util.find_spec("mutmut") is None:
+        parser.error("mutmut is not installed: pip install 'mutmut>=3.8,<4' (make mutate does)")
     if args.one:
         _run_one(by_slug[args.one], args.max_minutes and 60 * args.max_minutes, args.survivors)
         return 0
