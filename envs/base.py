@@ -53,7 +53,8 @@ class TextInfo(TypedDict):
     state_key: str
     """A short string, equal for two copies of one task exactly when their true environment
     states are equal, whatever path led there. Computed from the state, never from the text
-    (:func:`make_state_key`)."""
+    (:func:`make_state_key`). It does not name the task: keys of different tasks may be equal,
+    so compare keys within one task's copies (the trainer groups by task first)."""
     won: bool
     """Whether the task is accomplished."""
     score: float
