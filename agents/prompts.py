@@ -12,16 +12,19 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-ENV_NAMES = ("webshop", "alfworld")
+ENV_NAMES = ("webshop", "alfworld", "text")
+"""The templates: one per bundled environment, and ``text`` for any other text environment
+that keeps the contract (a user's own env, registered with Gymnasium)."""
 
 
 def resolve_env_name(name: str) -> str:
-    """``"webshop"`` or ``"alfworld"`` from a name or a registered id (``"WebShop-v0"``)."""
-    low = name.strip().lower()
+    """``"webshop"`` or ``"alfworld"`` from a name or a registered id (``"WebShop-v0"``);
+    ``"text"`` (the generic template) for any other environment."""
+    low = name.strip().lower().rpartition(":")[2]  # "module:Id" names the env Id
     for env in ENV_NAMES:
         if low.startswith(env):
             return env
-    raise ValueError(f"no prompt template for environment {name!r}; known: {ENV_NAMES}")
+    return "text"
 
 
 @dataclass(frozen=True)
@@ -61,6 +64,16 @@ TEMPLATES: dict[str, Template] = {
         answer_format=(
             "First reason about where things are and what to do next inside <think> </think>. "
             "Then write exactly one action inside <action> </action>, copied from the list."
+        ),
+    ),
+    "text": Template(
+        role="You are an agent acting in an environment described in text.\nYour task: "
+             "{instruction}",
+        observation_label="What you observe now",
+        actions_label="Actions you can take now",
+        answer_format=(
+            "First reason about what to do next inside <think> </think>. Then write exactly "
+            "one action inside <action> </action>, copied from the list."
         ),
     ),
 }

@@ -12,6 +12,7 @@ call a policy or step an environment (``gagpo.agents.rollout`` does). One step o
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
 from functools import partial
 from typing import Any
@@ -25,15 +26,16 @@ from gagpo.common.numbers import check_number
 
 def registered_max_steps(env_name: str) -> int | None:
     """The episode limit Gymnasium's registry holds for the environment ``env_name`` names
-    (an env id, or ``"webshop"``/``"alfworld"`` for the newest registered id of that
-    environment); None when none is registered."""
+    (an env id, ``"module:Id"``, or ``"webshop"``/``"alfworld"`` for the newest registered id
+    of that environment); None when none is registered."""
     import gymnasium as gym
 
-    import gagpo.envs  # noqa: F401  (registers the environments)
+    from gagpo.envs import env_spec  # registers the bundled environments
 
+    with contextlib.suppress(ValueError):  # an id, or "module:Id" (importing module)
+        return env_spec(env_name.strip()).max_episode_steps
     name = resolve_env_name(env_name)
-    ids = [env_name] if env_name in gym.registry else sorted(
-        i for i in gym.registry if i.lower().startswith(name))
+    ids = sorted(i for i in gym.registry if i.lower().startswith(name)) if name != "text" else []
     return gym.spec(ids[-1]).max_episode_steps if ids else None
 
 
@@ -41,7 +43,8 @@ class ReActAgent:
     """Builds each step's prompt and parses each reply.
 
     Args:
-        env_name: ``"webshop"``/``"alfworld"`` or an env id such as ``"WebShop-v0"``.
+        env_name: ``"webshop"``/``"alfworld"`` or an env id such as ``"WebShop-v0"`` (any other
+            env's prompts use the generic ``text`` template).
         history_length: (observation, action) pairs shown in the prompt (the papers use 2).
         max_prompt_chars: cap on the prompt's length in characters.
         max_prompt_tokens: cap in tokens of the chat-formatted prompt; needs ``tokenizer``.

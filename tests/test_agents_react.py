@@ -32,9 +32,13 @@ def test_env_names(name, env):
     assert resolve_env_name(name) == env
 
 
-def test_unknown_env_name():
-    with pytest.raises(ValueError, match="no prompt template"):
-        resolve_env_name("CartPole-v1")
+def test_other_envs_get_the_generic_template():
+    """A user's own text env (any id, or "module:Id") is prompted with the generic template,
+    which still holds the task, the observation and the actions."""
+    assert resolve_env_name("CartPole-v1") == resolve_env_name("mine:Corridor-v0") == "text"
+    text = build_prompt("Corridor-v0", "THE-TASK", 0, [], "OBS-NOW", ["go on", "go back"])
+    assert "THE-TASK" in text and "OBS-NOW" in text and "- go on\n- go back" in text
+    assert "<action>" in text and "shopping" not in text and "household" not in text
 
 
 @pytest.mark.parametrize("env, actions", [("webshop", SHOP_ACTIONS), ("alfworld", HOUSE_ACTIONS)])
