@@ -464,9 +464,11 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
         evals[name] = summary
         return summary
 
-    # The frozen reference is the starting policy (a copy; under LoRA the adapter-free base).
+    # The frozen reference is the starting policy: under LoRA without a warm start the
+    # adapter-free base (no copy); otherwise a frozen copy, which the warm start overwrites with
+    # its result (under LoRA that is base + the warm start's adapter, not the base alone).
     ref_model = None
-    if cfg.kl_coef > 0 and cfg.lora_rank == 0:
+    if cfg.kl_coef > 0 and (cfg.lora_rank == 0 or cfg.bc_episodes > 0):
         ref_model = copy.deepcopy(model).eval().requires_grad_(False)
     if cfg.parallel == "fsdp":
         shard_model(model)

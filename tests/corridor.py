@@ -33,8 +33,9 @@ class Corridor(TextEnv):
     report_label = "Corridor (a test environment)"
 
     def __init__(self, split: str = "train", length: int = 2, max_steps: int = MAX_STEPS,
-                 render_mode: str | None = None) -> None:
+                 request_infos: Sequence[str] = (), render_mode: str | None = None) -> None:
         super().__init__(render_mode)
+        self.expert = "expert_action" in request_infos  # the scripted teacher reads it
         self.split = split_name(split, SPLITS)
         self.length = length
         self.max_steps = step_limit(max_steps)
@@ -61,7 +62,8 @@ class Corridor(TextEnv):
             instruction=f"Walk to the end of the {self.walls} corridor.",
             admissible_actions=[] if self.outcome else self.actions,
             state_key=make_state_key(self.room, self.lamps, self.actions, self.outcome),
-            won=won, score=float(won), action_valid=valid)
+            won=won, score=float(won), action_valid=valid,
+            **({"expert_action": None if self.outcome else FORWARD} if self.expert else {}))
 
     def _reset(self, task: Any, split: str) -> tuple[str, dict[str, Any]]:
         walls = SPLITS[split]

@@ -2,12 +2,15 @@
 backends; and `gagpo eval` on top of it."""
 
 import json
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
 
+from gagpo.agents.policies.base import Policy, Reply, Request
 from gagpo.agents.policies.scripted import ExpertPolicy, RandomPolicy
 from gagpo.agents.react import ReActAgent
 from gagpo.agents.rollout import StepTable, rollout
@@ -131,3 +134,72 @@ def test_backends_give_identical_step_tables(backend):
                             env_kwargs=EXPERT) as vec:
             tables.append(rollout(RandomPolicy(seed=5), ReActAgent("WebShop-v0"), vec, [7, 8]))
     assert [r.to_dict() for r in tables[0].rows] == [r.to_dict() for r in tables[1].rows]
+
+
+class _LampRule(Policy):
+    """Plays Corridor-v0 by what its prompt shows: under dim lamps one invalid action first
+    (so the win comes on the last allowed step), under cold ones only invalid actions (the
+    step limit truncates), under warm ones the losing action; else straight to the win."""
+
+    def act(self, requests: list[Request]) -> list[Reply]:
+        out = []
+        for request in requests:
+            prompt = request.messages[-1]["content"]
+            now = prompt.rsplit("What you observe now (step ", 1)[1]
+            step = int(now.split(")", 1)[0]) - 1
+            # (after an invalid action the lamps show in the history only)
+            lamps = prompt.rsplit("The lamps are ", 1)[1].split(".", 1)[0]
+            action = {"cold": "dance", "warm": "go south"}.get(
+                lamps, "dance" if lamps == "dim" and step == 0 else "go north")
+            out.append(Reply(f"<think>{lamps}</think><action>{action}</action>"))
+        return out
+
+
+def test_step_rows_record_the_state_each_action_was_taken_in():
+    """Row t holds the observation and state key the prompt showed (the reset's at t = 0),
+    the env's answer to the action (reward, flags, won), ``done`` on the last step of every
+    episode (won on the last allowed step, truncated, lost); later prompts pair each earlier
+    action with the observation it answered. Checked against the same actions replayed on a
+    fresh env."""
+    import gymnasium as gym
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    import corridor  # noqa: F401  (registers Corridor-v0)
+
+    env_id, kwargs = "corridor:Corridor-v0", {"max_steps": 3}
+    probe = gym.make(env_id, **kwargs)
+    seeds = {}
+    for seed in range(200):  # one seed per kind of episode the rule plays
+        obs = probe.reset(seed=seed, options={"task": 0})[0]  # (the task draws no number)
+        lamps = obs.split("The lamps are ")[1].rstrip(".")
+        seeds.setdefault(lamps, seed)
+    kinds = ["dim", "cold", "warm", "bright"]
+    tasks, group_seeds = [0, 1, 2, 3], [seeds[k] for k in kinds]
+    with GroupVectorEnv(env_id, 4, 2, env_kwargs=kwargs) as vec:
+        table = rollout(_LampRule(), ReActAgent(env_id, history_length=2, max_steps=3), vec, tasks,
+                        seeds=group_seeds)
+    lengths = {}
+    for trajectory in range(8):
+        rows = [r for r in table.rows if r.trajectory == trajectory]
+        group = trajectory // 2
+        obs, info = probe.reset(seed=group_seeds[group], options={"task": tasks[group]})
+        for t, row in enumerate(rows):
+            assert (row.group, row.t, row.task_id) == (group, t, info["task_id"])
+            assert (row.observation, row.state_key) == (obs, info["state_key"])
+            prompt = row.prompt[-1]["content"]
+            assert f"(step {t + 1}):\n{obs}\n" in prompt
+            for k in range(max(0, t - 2), t):  # the history window: (observation, action)
+                assert (f"[step {k + 1}] observation: {rows[k].observation}\n"
+                        f"[step {k + 1}] action: {rows[k].action}") in prompt
+            obs, reward, terminated, truncated, info = probe.step(row.action)
+            assert (row.reward, row.terminated, row.done) == (reward, terminated,
+                                                              terminated or truncated)
+            assert (row.won, row.action_valid, row.score) == (info["won"], info["action_valid"],
+                                                              info["score"])
+        assert rows[-1].done and not any(r.done for r in rows[:-1])
+        lengths[trajectory] = (len(rows), rows[-1].terminated, rows[-1].won)
+    assert [lengths[2 * g] for g in range(4)] == [(3, True, True), (3, False, False),
+                                                  (1, True, False), (2, True, True)]
+    assert [e["length"] for e in table.episodes()] == [3, 3, 3, 3, 1, 1, 2, 2]
+    assert [e["return"] for e in table.episodes()] == [1.0, 1.0, 0, 0, 0, 0, 1.0, 1.0]
+    assert [e["invalid_actions"] for e in table.episodes()] == [1, 1, 3, 3, 0, 0, 0, 0]

@@ -1,0 +1,251 @@
+"""The trainer trains forwards, on the data it says it trains on.
+
+Corridor-v0 (tests/corridor.py) is a two-step text task with one right action per state, where
+learning is certain: every estimator must raise the share of right actions within a few
+iterations, and the same run with its advantages reversed must lower it. Around that: the
+update receives the step table's saved advantages row for row, its log-probs are those of the
+sampling distribution (ratio 1 on the first epoch, at any temperature), its gradient does not
+depend on the micro-batches, the KL term's reference is the starting policy (the base model or
+the warm-started one, with and without LoRA), and the copies of a group share task and seed.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+sys.path.insert(0, str(Path(__file__).parent))
+import corridor  # noqa: E402  (registers Corridor-v0)
+
+import gagpo.trainer as trainer  # noqa: E402
+from gagpo.advantages import compute_advantages  # noqa: E402
+from gagpo.agents.models import load_model  # noqa: E402
+from gagpo.losses import reply_logprobs  # noqa: E402
+from gagpo.train_config import TrainConfig  # noqa: E402
+
+torch.set_num_threads(1)
+CORRIDOR = "corridor:Corridor-v0"
+
+
+def _cfg(out: Path, **kw) -> TrainConfig:
+    base = dict(env=CORRIDOR, model="tiny", mode="score", n_groups=4, group_size=4,
+                history_length=0, eval_episodes=0, lr=1e-2, kl_coef=0.0, tensorboard=False,
+                progress=False, out_dir=str(out), seed=1, save_every=0, iterations=3)
+    return TrainConfig(**{**base, **kw})
+
+
+def _table(out: Path, iteration: int) -> dict[str, np.ndarray]:
+    with np.load(out / "steps" / f"iter_{iteration:05d}.npz") as t:
+        return {k: t[k] for k in t.files}
+
+
+def _metrics(out: Path) -> list[dict]:
+    return [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+
+
+def _right_share(out: Path, iteration: int) -> float:
+    """Share of the iteration's steps that took the right action (go north)."""
+    return float(np.mean(_table(out, iteration)["action"] == corridor.FORWARD))
+
+
+@pytest.fixture
+def reversed_advantages(monkeypatch):
+    """Make the trainer use minus the estimator's advantages (a trainer that trains
+    backwards)."""
+    estimate = trainer.advantages_of
+
+    def minus(*args, **kwargs):
+        adv, details = estimate(*args, **kwargs)
+        return -adv, details
+
+    def apply() -> None:
+        monkeypatch.setattr(trainer, "advantages_of", minus)
+
+    return apply
+
+
+@pytest.mark.parametrize("algo", ["gagpo", "gigpo", "grpo", "rloo"])
+def test_each_estimator_learns_and_reversed_advantages_unlearn(tmp_path, algo,
+                                                                reversed_advantages):
+    forward, backward = tmp_path / "forward", tmp_path / "backward"
+    trainer.train(_cfg(forward, algo=algo))
+    reversed_advantages()
+    trainer.train(_cfg(backward, algo=algo))
+    # The first rollouts are the untrained model's, the same in both runs.
+    start = _right_share(forward, 1)
+    assert _right_share(backward, 1) == start and 0.05 < start < 0.7
+    assert _right_share(forward, 3) > 0.9 and _right_share(backward, 3) < 0.1
+    success = {name: [m["train/success"] for m in _metrics(out)]
+               for name, out in (("forward", forward), ("backward", backward))}
+    assert success["forward"][-1] > 0.9 > success["forward"][0]
+    assert success["backward"][-1] == 0.0
+
+
+def test_the_update_gets_the_saved_advantages_row_for_row(tmp_path, monkeypatch):
+    """What the update trains on is the step table the run saves: each step's reply tokens,
+    sampling log-probs and advantage, in row order; and the saved advantages are the
+    estimator's on the saved rewards."""
+    batches = []
+    update = trainer.update
+
+    def spy(model, ref_model, optimizer, batch, cfg, **kw):
+        batches.append(copy.deepcopy(batch))
+        return update(model, ref_model, optimizer, batch, cfg, **kw)
+
+    monkeypatch.setattr(trainer, "update", spy)
+    cfg = _cfg(tmp_path, iterations=2, lam=0.9, gamma=0.8, lr=1e-5, seed=3)  # both mixed
+    trainer.train(cfg)
+    assert len(batches) == 2
+    for it, batch in enumerate(batches, start=1):
+        t = _table(tmp_path, it)
+        # (saved as float32: the batch's float64 values rounded alike, bit for bit)
+        saved = t["advantage"]
+        assert np.asarray(batch["adv"], saved.dtype).tolist() == saved.tolist()
+        assert np.abs(t["advantage"]).max() > 0
+        assert [len(r) for r in batch["reply"]] == t["n_tokens"].tolist()
+        assert [sum(lp) for lp in batch["old_logp"]] == pytest.approx(t["logprob_sum"].tolist())
+        adv = compute_advantages(
+            "gagpo", group=t["group"], trajectory=t["trajectory"], step=t["t"],
+            key=t["state_key"].astype(object), reward=t["reward"], gamma=0.8, lam=0.9,
+            norm=cfg.norm, penalty=t["penalty"])
+        assert t["advantage"] == pytest.approx(adv)
+        # Rewards: reward_scale x won at an episode's last step, the invalid penalty apart.
+        expected = np.where(t["done"], cfg.reward_scale * t["won"], 0.0)
+        assert t["reward"].tolist() == expected.tolist()
+
+
+@pytest.mark.parametrize("mode, temperature", [("generate", 0.6), ("generate", 1.0),
+                                               ("generate", 1.7), ("score", 0.5)])
+@pytest.mark.parametrize("recompute", [False, True])
+def test_first_epoch_ratio_is_one_at_the_sampling_temperature(tmp_path, mode, temperature,
+                                                              recompute):
+    """On the first epoch pi_theta = pi_old: the update scores the replies with the
+    distribution they were sampled from (log_softmax(logits / T) in generate mode; the raw
+    model in score mode, whose temperature acts on whole replies' scores), so the ratio is 1
+    and nothing is clipped."""
+    trainer.train(_cfg(tmp_path, mode=mode, temperature=temperature, iterations=1,
+                       max_new_tokens=6, n_groups=2, group_size=2,
+                       recompute_old_logp=recompute, clip_eps=0.01))
+    [m] = _metrics(tmp_path)
+    assert m["loss/ratio_mean"] == pytest.approx(1.0, abs=1e-4)
+    assert m["loss/clip_frac"] == 0.0
+    if recompute:
+        assert m["rollout/logprob_gap"] == pytest.approx(0.0, abs=1e-4)
+
+
+def _random_batch(tok, n: int = 6, seed: int = 0) -> dict:
+    """Replies of different lengths, with advantages of both signs and old log-probs off the
+    model's (so ratios differ from 1 and some are clipped)."""
+    g = torch.Generator().manual_seed(seed)
+    prompts = [torch.randint(5, 200, (int(k),), generator=g).tolist()
+               for k in torch.randint(3, 12, (n,), generator=g)]
+    replies = [torch.randint(5, 200, (int(k),), generator=g).tolist()
+               for k in torch.randint(1, 7, (n,), generator=g)]
+    model = load_model("tiny")[0]
+    with torch.no_grad():
+        logp, mask, _ = reply_logprobs(model, prompts, replies, pad_id=tok.pad_token_id)
+    old = [(logp[i, mask.shape[1] - len(r):] + 0.3 * torch.randn(len(r), generator=g)).tolist()
+           for i, r in enumerate(replies)]
+    adv = (torch.randn(n, generator=g) * 2).tolist()
+    return {"prompt": prompts, "reply": replies, "old_logp": old, "adv": adv}
+
+
+@pytest.mark.parametrize("algo, aggregation", [("gagpo", None), ("grpo", None),
+                                               ("grpo", "seq-mean")])
+def test_the_gradient_does_not_depend_on_the_micro_batches(algo, aggregation):
+    """One micro-batch or one per reply: the same gradient (compared through one SGD step of
+    learning rate 1, which moves every parameter by exactly minus its gradient)."""
+    tok = load_model("tiny")[1]
+    batch = _random_batch(tok)
+    ref = load_model("tiny")[0]
+    with torch.no_grad():
+        for p in ref.parameters():  # a reference off the model, so the KL term has a gradient
+            p.add_(0.01 * torch.randn_like(p))
+    moved = []
+    for budget in (10**6, 1):
+        model = load_model("tiny")[0]
+        cfg = TrainConfig(algo=algo, aggregation=aggregation, kl_coef=0.1, entropy_coef=0.01,
+                          micro_batch_tokens=budget, max_grad_norm=0.0, clip_eps=0.1)
+        opt = torch.optim.SGD(model.parameters(), lr=1.0)
+        before = {n: p.detach().clone() for n, p in model.named_parameters()}
+        stats = trainer.update(model, ref, opt, batch, cfg, world=1, epoch_seed=0, amp=None,
+                               pad_id=tok.pad_token_id)
+        moved.append({n: p.detach() - before[n] for n, p in model.named_parameters()})
+        assert 0 < stats.clip_frac < 1 and stats.kl > 0
+    assert any(d.abs().max() > 0 for d in moved[0].values())
+    for name, step in moved[0].items():
+        torch.testing.assert_close(moved[1][name], step, rtol=1e-3, atol=2e-6)
+
+
+def _probe_ids() -> torch.Tensor:
+    return torch.tensor([[5, 17, 42, 8, 99, 23, 61, 7]])
+
+
+def _logits(model) -> torch.Tensor:
+    with torch.no_grad():
+        return model(_probe_ids()).logits.float()
+
+
+@pytest.mark.parametrize("lora_rank", [0, 4])
+@pytest.mark.parametrize("warm_start", [False, True])
+def test_the_kl_reference_is_the_starting_policy(tmp_path, monkeypatch, lora_rank,
+                                                 warm_start):
+    """With ``kl_coef > 0``: the KL is 0 before the weights move and above 0 after; the
+    reference the update uses is the policy training started from: the base model, or the
+    model as the warm start left it (its weights: the same outputs), with and without LoRA."""
+    start: list[torch.Tensor] = []
+    cloning = trainer.behaviour_cloning
+
+    def warm(model, *args, **kwargs):
+        nll = cloning(model, *args, **kwargs)
+        start.append(_logits(model))
+        return nll
+
+    seen: list[tuple[torch.Tensor, torch.Tensor]] = []
+    update = trainer.update
+
+    def spy(model, ref_model, *args, **kwargs):
+        if not start:
+            start.append(_logits(model))
+        with trainer.reference_weights(model, ref_model) as ref:
+            reference = _logits(ref)
+        stats = update(model, ref_model, *args, **kwargs)
+        seen.append((reference, _logits(model)))
+        return stats
+
+    monkeypatch.setattr(trainer, "behaviour_cloning", warm)
+    monkeypatch.setattr(trainer, "update", spy)
+    cfg = _cfg(tmp_path, iterations=2, kl_coef=0.05, lora_rank=lora_rank,
+               bc_episodes=2 if warm_start else 0, bc_lr=1e-2)
+    trainer.train(cfg)
+    base = _logits(load_model("tiny")[0])
+    if warm_start:
+        assert not torch.allclose(start[0], base, atol=1e-3)  # the warm start moved it
+    else:
+        torch.testing.assert_close(start[0], base)
+    for reference, after in seen:
+        torch.testing.assert_close(reference, start[0], rtol=1e-5, atol=1e-5)
+        assert not torch.allclose(after, start[0], atol=1e-4)  # the update moved the policy
+    kl = [m["loss/kl"] for m in _metrics(tmp_path)]
+    assert kl[0] == pytest.approx(0.0, abs=1e-6) and kl[1] > 1e-5
+
+
+def test_copies_of_a_task_share_its_task_and_seed(tmp_path):
+    """Corridor's start depends on the reset's seed (its lamps, its actions' order): the G
+    copies of a group start in one state, groups drawn with other seeds in others."""
+    trainer.train(_cfg(tmp_path, iterations=1, n_groups=6, group_size=3))
+    t = _table(tmp_path, 1)
+    first = t["t"] == 0
+    starts = {}
+    for g in range(6):
+        rows = first & (t["group"] == g)
+        assert rows.sum() == 3
+        assert len(set(t["task_id"][rows])) == 1 and len(set(t["state_key"][rows])) == 1
+        starts[g] = (t["task_id"][rows][0], t["state_key"][rows][0])
+    assert len({key for _, key in starts.values()}) > 2  # the groups' seeds differ
