@@ -330,6 +330,34 @@ def test_a_truncated_episode_cannot_win(env, data_dir):
     e.close()
 
 
+@pytest.mark.parametrize("wrapped", [False, True], ids=["env", "gym.make"])
+def test_a_win_on_the_last_allowed_step_is_paid_and_terminated(env, data_dir, wrapped):
+    """The step limit does not swallow a win on the last allowed step: it pays 1 and the
+    episode is terminated, not truncated. Gymnasium's TimeLimit (``gym.make``) flags
+    ``truncated`` on every step that reaches ``max_episode_steps``, this one too; ``terminated``
+    and the reward are the env's."""
+    import gymnasium as gym
+
+    import gagpo.envs  # noqa: F401
+    from gagpo.envs.alfworld.env import AlfworldEnv
+
+    i = _index_of(env, "pick_and_place_simple")
+    plan = _expert_plan(env, i)  # won with room to spare (50 steps)
+    assert len(plan) >= 2
+    n = len(plan)
+    e = (gym.make("ALFWorld-v0", data_dir=str(data_dir), max_steps=n, max_episode_steps=n)
+         if wrapped else AlfworldEnv(data_dir=data_dir, max_steps=n))
+    e.reset(options={"task": i})
+    for command in plan[:-1]:
+        assert e.step(command)[1:4] == (0.0, False, False)
+    _, reward, terminated, truncated, info = e.step(plan[-1])  # the win, on the last step
+    assert (reward, terminated, truncated) == (1.0, True, wrapped)
+    assert info["won"] is True and info["score"] == 1.0
+    for command in ["look", plan[-1]]:  # then the end, as after any end
+        _assert_after_end(e.step(command), info, terminated=True, truncated=wrapped)
+    e.close()
+
+
 ACCEPTS = (r"options\['task'\] .*a game index \(int\) into the split's games sorted by path, "
            r"or a task id '<split>/<task folder>/<trial folder>'")
 

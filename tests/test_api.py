@@ -164,6 +164,66 @@ def test_api_equals_the_gym_environment(client, shop):
     env.close()
 
 
+def test_a_step_on_a_finished_session_pays_0_as_the_env_does(client, shop):
+    """After the purchase a session is over: a step on it pays 0, stays done and changes
+    nothing (the API and the in-process env agree), so a client that keeps stepping is never
+    paid twice."""
+    from gagpo.envs.webshop.env import WebShopEnv
+
+    env = WebShopEnv(num_products=200, request_infos=["expert_action"])
+    g = 2
+    _, info = env.reset(options={"task": g})
+    token = open_session(client, goal=g)["session"]
+    while info["expert_action"] is not None:
+        action = info["expert_action"]
+        _, reward, done, _, info = env.step(action)
+        out = step(client, token, action)
+        token = out["session"]
+        assert (out["reward"], out["done"]) == (reward, done)
+    assert done and reward > 0 and out["info"]["score"] == reward
+    bought = out["info"]
+    for action in ["click[buy now]", "search[anything]", "click[back to search]"]:
+        _, reward, done, _, info = env.step(action)
+        out = step(client, token, action)
+        assert (out["reward"], out["done"]) == (reward, done) == (0.0, True)
+        assert out["info"]["action_valid"] is False and "reward_parts" not in out["info"]
+        for key in ("won", "score", "state_key", "page"):
+            assert out["info"][key] == info[key] == bought[key], key
+        assert decode_state(out["session"], SECRET, shop) == decode_state(token, SECRET, shop)
+    env.close()
+
+
+def test_the_step_limit_is_the_clients_the_api_counts_no_steps(client, shop):
+    """``/api/v1/info`` tells clients the envs' step limit (15), but sessions carry no step
+    count: the API answers the first 15 steps as the in-process env does, and a purchase after
+    them is still the shop's to pay. Cutting the episode there is the client's job (the remote
+    WebShop-v0 does it: test_webshop_env::test_a_truncated_episode_cannot_buy)."""
+    from gagpo.envs.webshop.env import WebShopEnv
+
+    limit = client.get("/api/v1/info").get_json()["max_steps"]
+    env = WebShopEnv(num_products=200)
+    assert env.max_steps == limit == 15
+    g = 2
+    goal = shop.goals[g]
+    env.reset(options={"task": g})
+    token = open_session(client, goal=g)["session"]
+    actions = [f"search[{goal.name}]", f"click[{goal.asin.lower()}]"]
+    actions += ["click[nothing]"] * (limit - len(actions))
+    for t, action in enumerate(actions, 1):
+        obs, reward, done, truncated, info = env.step(action)
+        out = step(client, token, action)
+        token = out["session"]
+        assert (out["observation"], out["reward"], out["done"], out["info"]) == (
+            obs, reward, done, plain(info))
+        assert not done and truncated == (t == limit)
+    assert "click[buy now]" in out["info"]["admissible_actions"]
+    _, reward, done, truncated, _ = env.step("click[buy now]")  # step 16: the env has ended
+    assert (reward, done, truncated) == (0.0, False, True)
+    out = step(client, token, "click[buy now]")  # the API has no limit: the shop pays
+    assert out["done"] is True and out["reward"] > 0
+    env.close()
+
+
 def test_token_round_trip(shop):
     state = shop.initial_state(1)
     for action in ("search[blue cotton dress]", "click[next >]"):

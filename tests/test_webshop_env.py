@@ -351,6 +351,75 @@ def test_a_truncated_episode_cannot_buy(make_env, env):
         assert_after_end(e.step("click[buy now]"), info, terminated=False, truncated=True)
 
 
+def _expert_episode(goal: int) -> tuple[list[str], tuple]:
+    """The expert's actions for ``goal`` and the step of its purchase, played under the
+    registered limit (15 steps, far more than the plan needs)."""
+    e = gym.make("WebShop-v0", request_infos=["expert_action"])
+    _, info = e.reset(options={"task": goal})
+    plan: list[str] = []
+    while info["expert_action"] is not None:
+        plan.append(info["expert_action"])
+        step = e.step(plan[-1])
+        info = step[4]
+    e.close()
+    return plan, step
+
+
+@pytest.fixture(params=["env", "gym.make", "served"])
+def make_limited(request):
+    """``make_limited(limit)``: a WebShop-v0 whose episodes last at most ``limit`` steps: the
+    class itself (``max_steps``), ``gym.make`` with ``max_steps`` and ``max_episode_steps``
+    (as ``gagpo train --max-steps`` makes it), or the same against a served shop; returned
+    with whether Gymnasium's ``TimeLimit`` wraps it."""
+    from gagpo.envs.webshop.env import WebShopEnv
+
+    made = []
+
+    def make(limit: int):
+        if request.param == "env":
+            made.append(WebShopEnv(max_steps=limit))
+        else:
+            url = request.getfixturevalue("shop_url") if request.param == "served" else None
+            made.append(gym.make("WebShop-v0", server_url=url, max_steps=limit,
+                                 max_episode_steps=limit))
+        return made[-1], request.param != "env"
+
+    yield make
+    for e in made:
+        e.close()
+
+
+def test_a_purchase_on_the_last_allowed_step_is_paid_and_terminated(make_limited):
+    """The step limit does not swallow a purchase made on the last allowed step: it pays what
+    it pays with room to spare, and the episode is terminated (the task ended it), not
+    truncated. Gymnasium's TimeLimit (``gym.make``) flags ``truncated`` on every step that
+    reaches ``max_episode_steps``, this one too; ``terminated`` and the reward are the env's."""
+    plan, (_, paid, terminated, truncated, roomy) = _expert_episode(2)
+    assert len(plan) >= 3 and paid > 0 and terminated and not truncated and roomy["won"]
+    e, time_limited = make_limited(len(plan))
+    e.reset(options={"task": 2})
+    for action in plan[:-1]:
+        assert e.step(action)[1:4] == (0.0, False, False)
+    _, reward, terminated, truncated, info = e.step(plan[-1])  # the purchase, on the last step
+    assert (reward, terminated, truncated) == (paid, True, time_limited)
+    assert (info["won"], info["score"]) == (roomy["won"], roomy["score"])
+    assert info["reward_parts"] == roomy["reward_parts"] and info["page"] == "done"
+    for action in ["click[buy now]", "search[anything]"]:  # then the end, as after any end
+        assert_after_end(e.step(action), info, terminated=True, truncated=time_limited)
+
+
+def test_one_step_short_of_the_purchase_is_truncated_and_unpaid(make_limited):
+    plan, _ = _expert_episode(2)
+    e, _ = make_limited(len(plan) - 1)
+    e.reset(options={"task": 2})
+    for t, action in enumerate(plan[:-1]):
+        _, reward, terminated, truncated, info = e.step(action)
+        assert (reward, terminated, truncated) == (0.0, False, t == len(plan) - 2)
+    assert not info["won"] and info["score"] == 0.0
+    for action in [plan[-1], "click[buy now]"]:  # the purchase, one step too late
+        assert_after_end(e.step(action), info, terminated=False, truncated=True)
+
+
 def test_max_steps_truncates_an_env_built_directly():
     from gagpo.envs.webshop.env import WebShopEnv
 
