@@ -42,12 +42,14 @@ def wilson(successes: int, n: int) -> tuple[float, float]:
 
 
 def mean_interval(x: np.ndarray) -> tuple[float, float, float]:
-    """Mean and its 95% normal-approximation interval."""
+    """Mean score and its 95% normal-approximation interval, clipped to [0, 1]: every env's
+    score is in [0, 1] (``TextInfo.score``), and so is their mean, but the approximation's
+    interval overshoots near the ends (a 5-episode row of ``gagpo eval``: [0.514, 1.046])."""
     if len(x) == 0:
         return 0.0, 0.0, 0.0
     m = float(np.mean(x))
     half = Z95 * float(np.std(x, ddof=1)) / math.sqrt(len(x)) if len(x) > 1 else 0.0
-    return m, m - half, m + half
+    return m, max(0.0, m - half), min(1.0, m + half)
 
 
 def summarise(episodes: list[dict[str, Any]]) -> dict[str, Any]:

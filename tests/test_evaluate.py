@@ -1,0 +1,290 @@
+"""Evaluation's numbers (gagpo.evaluate): what a reader of ``gagpo eval``'s table, its
+summary.json, the trainer's held-out lines and the demo relies on.
+
+- A success rate's interval is the 95% Wilson score interval (z = 1.959964, no continuity
+  correction), checked here against the score test solved independently; a mean score's is
+  the normal approximation (sample standard deviation over sqrt(n)).
+- Every interval stays within the quantity's range: rates and mean scores within [0, 1] (the
+  score's range, ``TextInfo.score``), also where the normal approximation would overshoot.
+- Each task type's row is over that type's episodes only, types sorted, then 'all' over every
+  episode; success counts won episodes, score averages the env's score, the two kept apart.
+- The printed table and held-out lines show exactly those rows' numbers, one line each.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+import numpy as np
+import pytest
+
+from gagpo.evaluate import format_table, held_out_lines, mean_interval, summarise, wilson
+
+Z = 1.959964
+
+
+def score_test_bounds(k: int, n: int) -> tuple[float, float]:
+    """The 95% Wilson interval solved another way: the p with (p_hat - p)^2 = z^2 p (1-p) / n,
+    i.e. the roots of (n + z^2) p^2 - (2 n p_hat + z^2) p + n p_hat^2."""
+    p_hat = k / n
+    roots = np.roots([n + Z * Z, -(2 * n * p_hat + Z * Z), n * p_hat * p_hat])
+    lo, hi = sorted(float(r.real) for r in roots)
+    return lo, hi
+
+
+def episode(task_type: str, won: bool, score: float, length: int, failed: bool = False) -> dict:
+    """One episode as ``StepTable.episodes`` gives it (the keys summarise reads, and others)."""
+    return {"task_type": task_type, "won": won, "score": score, "length": length,
+            "failed": failed, "return": 0.0, "invalid_actions": 0}
+
+
+# Three task types with different counts, rates and scores, given out of order: 'pick' has an
+# episode that scored 0.8 without winning and a failed one, 'clean' two failed ones, 'heat' one
+# won episode.
+EPISODES = [
+    episode("pick", True, 1.0, 3),
+    episode("clean", False, 0.5, 7, failed=True),
+    episode("pick", True, 1.0, 4),
+    episode("heat", True, 1.0, 2),
+    episode("pick", False, 0.8, 10),
+    episode("clean", True, 1.0, 9, failed=True),
+    episode("pick", True, 1.0, 5),
+    episode("pick", False, 0.0, 10, failed=True),
+]
+
+
+def hand_mean_interval(x: list[float]) -> tuple[float, float, float]:
+    """Mean, mean -+ z * (sample standard deviation) / sqrt(n), in plain Python."""
+    n = len(x)
+    m = sum(x) / n
+    sd = math.sqrt(sum((v - m) ** 2 for v in x) / (n - 1))
+    return m, m - Z * sd / math.sqrt(n), m + Z * sd / math.sqrt(n)
+
+
+def clipped_interval(x: list[float]) -> tuple[float, float]:
+    """hand_mean_interval's interval within the scores' range, [0, 1]."""
+    _, lo, hi = hand_mean_interval(x)
+    return max(0.0, lo), min(1.0, hi)
+
+
+# -- wilson ---------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("k, n", [(0, 1), (1, 1), (0, 10), (5, 10), (10, 10), (3, 7), (1, 20),
+                                  (19, 20), (600, 1000), (0, 1000), (1000, 1000),
+                                  (12345, 50000)])
+def test_wilson_is_the_score_tests_interval_solved_independently(k, n):
+    assert wilson(k, n) == pytest.approx(score_test_bounds(k, n), rel=1e-9, abs=1e-12)
+
+
+def test_wilson_known_values():
+    """Published 95% Wilson intervals (also what score_test_bounds gives)."""
+    assert score_test_bounds(0, 10)[1] == pytest.approx(0.27753, abs=5e-6)
+    assert score_test_bounds(5, 10) == pytest.approx((0.23659, 0.76341), abs=5e-6)
+    lo, hi = wilson(0, 10)
+    assert lo == 0.0 and hi == pytest.approx(0.27753, abs=5e-6)
+    assert wilson(5, 10) == pytest.approx((0.23659, 0.76341), abs=5e-6)
+    # No successes: the upper end is z^2 / (n + z^2); all successes: the lower end n / (n + z^2).
+    for n in (1, 4, 30, 500):
+        assert wilson(0, n)[1] == pytest.approx(Z * Z / (n + Z * Z), rel=1e-12)
+        assert wilson(n, n)[0] == pytest.approx(n / (n + Z * Z), rel=1e-12)
+
+
+def test_wilson_stays_within_0_and_1_and_holds_the_observed_rate():
+    """At 0 or n successes the formula's end is 0 or 1 only up to rounding (below 0 at n = 7,
+    above 1 at n = 20): the interval is clipped to [0, 1]."""
+    for n in range(1, 61):
+        assert wilson(0, n)[0] == 0.0
+        assert wilson(n, n)[1] == pytest.approx(1.0, abs=1e-12)
+        for k in range(n + 1):
+            lo, hi = wilson(k, n)
+            assert 0.0 <= lo <= k / n <= hi + 1e-15 and hi <= 1.0  # 1 - 1e-16 at k = n = 4
+            assert (lo < hi) and (k == 0 or lo > 0.0) and (k == n or hi < 1.0)
+
+
+def test_wilson_of_no_episodes_is_the_point_zero():
+    assert wilson(0, 0) == (0.0, 0.0)
+
+
+# -- mean_interval --------------------------------------------------------------------------
+
+@pytest.mark.parametrize("scores", [[0.2, 0.5, 0.9, 0.4], [0.3, 0.6], [0.25, 0.75, 0.5]])
+def test_mean_interval_is_the_normal_approximation_with_the_sample_std(scores):
+    m, lo, hi = mean_interval(np.asarray(scores))
+    assert (m, lo, hi) == pytest.approx(hand_mean_interval(scores), rel=1e-12)
+    assert 0.0 < lo < m < hi < 1.0  # none of these is clipped
+
+
+def test_mean_interval_known_value():
+    """[0.2, 0.5, 0.9, 0.4]: mean 0.5, sample variance 0.26 / 3, half-width 0.288499."""
+    m, lo, hi = mean_interval(np.asarray([0.2, 0.5, 0.9, 0.4]))
+    assert m == pytest.approx(0.5)
+    assert (lo, hi) == pytest.approx((0.5 - 0.288499, 0.5 + 0.288499), abs=1e-6)
+
+
+def test_mean_interval_of_one_episode_has_zero_width():
+    assert mean_interval(np.asarray([0.7])) == (0.7, 0.7, 0.7)
+
+
+def test_mean_interval_of_no_episodes_is_zero():
+    assert mean_interval(np.asarray([], float)) == (0.0, 0.0, 0.0)
+
+
+def test_mean_score_interval_stays_within_the_scores_range():
+    """gagpo eval --policy rule_options (20 episodes) printed [51.4, 104.6] for a type's 5: a
+    mean score is in [0, 1] like the scores, so its interval is clipped there; the other end is
+    unchanged."""
+    mostly_won = [1.0] * 17 + [0.0, 0.1, 0.2]
+    m, lo, hi = mean_interval(np.asarray(mostly_won))
+    hand = hand_mean_interval(mostly_won)
+    assert hand[2] > 1.0  # the approximation overshoots ...
+    assert hi == 1.0  # ... the reported interval does not
+    assert (m, lo) == pytest.approx(hand[:2], rel=1e-12)
+
+    mostly_lost = [0.0] * 17 + [1.0, 0.9, 0.8]
+    m, lo, hi = mean_interval(np.asarray(mostly_lost))
+    hand = hand_mean_interval(mostly_lost)
+    assert hand[1] < 0.0
+    assert lo == 0.0
+    assert (m, hi) == pytest.approx((hand[0], hand[2]), rel=1e-12)
+
+    assert mean_interval(np.asarray([1.0] * 5)) == (1.0, 1.0, 1.0)
+    assert mean_interval(np.asarray([0.0] * 5)) == (0.0, 0.0, 0.0)
+
+
+# -- summarise ------------------------------------------------------------------------------
+
+def test_summarise_lists_task_types_sorted_then_all():
+    assert list(summarise(EPISODES)) == ["clean", "heat", "pick", "all"]
+    assert list(summarise([episode("b", True, 1.0, 1), episode("a", True, 1.0, 1)])) == [
+        "a", "b", "all"]
+
+
+def test_summarise_each_type_over_its_own_episodes():
+    """Counts, success, score, mean length and failures of each type's episodes only: the
+    types differ in all of them, so pooling or swapping types would show."""
+    rows = summarise(EPISODES)
+    expected = {  # episodes, success, score, mean length, failed
+        "clean": (2, 1 / 2, 0.75, 8.0, 2),
+        "heat": (1, 1.0, 1.0, 2.0, 0),
+        "pick": (5, 3 / 5, 0.76, 6.4, 1),
+        "all": (8, 5 / 8, 0.7875, 6.25, 3),
+    }
+    for name, (n, success, score, length, failed) in expected.items():
+        r = rows[name]
+        assert r["episodes"] == n, name
+        assert r["success"] == pytest.approx(success), name
+        assert r["score"] == pytest.approx(score), name
+        assert r["mean_length"] == pytest.approx(length), name
+        assert r["failed"] == failed, name
+
+
+def test_summarise_intervals_are_those_of_the_rows_episodes():
+    rows = summarise(EPISODES)
+    wins = {"clean": (1, 2), "heat": (1, 1), "pick": (3, 5), "all": (5, 8)}
+    for name, (k, n) in wins.items():
+        assert rows[name]["success_ci95"] == pytest.approx(score_test_bounds(k, n), abs=1e-12)
+    pick = [1.0, 1.0, 0.8, 1.0, 0.0]
+    assert rows["pick"]["score_ci95"] == pytest.approx(clipped_interval(pick), rel=1e-12)
+    assert rows["clean"]["score_ci95"] == pytest.approx(clipped_interval([0.5, 1.0]), rel=1e-12)
+    assert rows["heat"]["score_ci95"] == [1.0, 1.0]  # one episode
+    every = [e["score"] for e in EPISODES]
+    assert rows["all"]["score_ci95"] == pytest.approx(clipped_interval(every), rel=1e-12)
+    lows = [rows[name]["score_ci95"][0] for name in ("clean", "pick", "all")]
+    assert len(set(lows)) == 3 and min(lows) > 0.2  # three different intervals, none at 0
+
+
+def test_summarise_keeps_success_and_score_apart():
+    """An episode that scored 0.8 without winning counts 0 toward success and 0.8 toward the
+    score; a won one 1 and its score 1.0."""
+    rows = summarise([episode("t", False, 0.8, 4), episode("t", True, 1.0, 2)])
+    assert rows["t"]["success"] == 0.5 and rows["all"]["success"] == 0.5
+    assert rows["t"]["score"] == pytest.approx(0.9)
+    assert rows["t"]["failed"] == 0 and rows["t"]["mean_length"] == 3.0
+    alone = summarise([episode("t", False, 0.8, 4)])["t"]
+    assert (alone["success"], alone["score"], alone["success_ci95"][0]) == (0.0, 0.8, 0.0)
+    assert alone["score_ci95"] == [0.8, 0.8]
+
+
+def test_summarise_of_no_episodes_is_an_all_row_of_zeros():
+    assert summarise([]) == {"all": {
+        "episodes": 0, "success": 0.0, "success_ci95": [0.0, 0.0], "score": 0.0,
+        "score_ci95": [0.0, 0.0], "mean_length": 0.0, "failed": 0}}
+
+
+def test_summarise_intervals_stay_within_0_and_1():
+    """20 episodes mostly won with score 1.0, a few low scores: the normal interval's upper
+    end is above 1."""
+    episodes = [episode("t", True, 1.0, 3)] * 17 + [
+        episode("t", False, s, 15) for s in (0.0, 0.1, 0.2)]
+    for r in summarise(episodes).values():
+        assert 0.0 <= r["score_ci95"][0] <= r["score"] <= r["score_ci95"][1] == 1.0
+        assert 0.0 <= r["success_ci95"][0] <= r["success"] <= r["success_ci95"][1] <= 1.0
+
+
+# -- format_table and held_out_lines -------------------------------------------------------
+
+NUMBER = re.compile(r"-?\d+\.\d")
+
+
+def test_format_table_prints_each_rows_numbers_one_line_per_row():
+    rows = summarise(EPISODES)
+    for scale in (100.0, 1.0):
+        lines = format_table("Some title", rows, score_scale=scale).split("\n")
+        assert lines[0] == "Some title"
+        assert all(h in lines[1] for h in ("task type", "n", "success % [95% CI]", "[95% CI]"))
+        assert len(lines) == 2 + len(rows)
+        for line, (name, r) in zip(lines[2:], rows.items(), strict=True):
+            assert line[:34].rstrip() == name
+            assert int(line[34:39]) == r["episodes"]
+            printed = [float(v) for v in NUMBER.findall(line[39:])]
+            expected = [100 * r["success"], *(100 * v for v in r["success_ci95"]),
+                        scale * r["score"], *(scale * v for v in r["score_ci95"])]
+            assert printed == pytest.approx(expected, abs=0.05 + 1e-9), (scale, line)
+
+
+def test_format_table_of_the_issues_run_prints_no_score_above_100():
+    episodes = [episode("t", True, 1.0, 3)] * 17 + [
+        episode("t", False, s, 15) for s in (0.0, 0.1, 0.2)]
+    for line in format_table("t", summarise(episodes), 100.0).split("\n")[2:]:
+        assert max(float(v) for v in NUMBER.findall(line)) == 100.0
+
+
+def summary_of(won: int, lost: int, lost_score: float, length: int) -> dict:
+    return summarise([episode("t", True, 1.0, length)] * won
+                     + [episode("t", False, lost_score, length + 2)] * lost)
+
+
+LINE = re.compile(r"  (.+?) +success +([\d.]+)% \[ *([\d.]+), *([\d.]+)\] +score +([\d.]+) +"
+                  r"mean length +([\d.]+)")
+
+
+def test_held_out_lines_one_per_evaluation_in_order_skipping_the_warm_starts_record():
+    evals = {
+        "before": summary_of(1, 9, 0.2, 10),
+        "bc": {"demonstration_steps": 40, "final_nll": 0.31},  # no "all": not an evaluation
+        "after_bc": summary_of(4, 6, 0.5, 8),
+        "iter_10": summary_of(6, 4, 0.4, 6),
+        "seconds": 12.5,
+        "after": summary_of(9, 1, 0.0, 4),
+    }
+    lines = held_out_lines(evals)
+    assert len(lines) == 4
+    names = ["before training", "after the warm start", "after iteration 10", "after training"]
+    for line, name, key in zip(lines, names, ["before", "after_bc", "iter_10", "after"],
+                               strict=True):
+        match = LINE.fullmatch(line)
+        assert match, line
+        a = evals[key]["all"]
+        assert match[1] == name
+        printed = [float(v) for v in match.groups()[1:]]
+        expected = [100 * a["success"], *(100 * v for v in a["success_ci95"]),
+                    100 * a["score"], a["mean_length"]]
+        assert printed == pytest.approx(expected, abs=0.05 + 1e-9), line
+
+
+def test_held_out_lines_take_the_callers_names():
+    evals = {"before": summary_of(1, 1, 0.0, 3), "after": summary_of(2, 0, 0.0, 3)}
+    lines = held_out_lines(evals, {"before": "untrained"})
+    assert [LINE.fullmatch(s)[1] for s in lines] == ["untrained", "after training"]
+    assert held_out_lines({}) == [] and held_out_lines({"bc": {"final_nll": 0.1}}) == []
