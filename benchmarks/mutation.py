@@ -216,6 +216,80 @@ TARGETS: tuple[Target, ...] = (
         ("tests/test_tokens.py", "tests/test_token_reasons.py"),
     ),
     Target(
+        "trainer update",
+        ("gagpo/trainer.py",),
+        (
+            "tests/test_training_behaviour.py",
+            "tests/test_trainer.py::test_one_update_raises_positive_and_lowers_negative_actions",
+            "tests/test_trainer.py::test_rewards_success_score_and_invalid_penalty",
+            "tests/test_trainer.py::test_invalid_penalty_goes_to_the_step_by_default_or_into_the_return",
+            "tests/test_trainer.py::test_the_update_uses_the_resolved_aggregation",
+            "tests/test_trainer.py::test_step_tables_record_the_penalty_where_it_went",
+        ),
+        # The path from the step table to the optimizer; train()'s loop (its wiring is what
+        # the end-to-end tests check) is left out: each of its mutants costs a training run.
+        (
+            "gagpo.trainer.x_valid_actions",
+            "gagpo.trainer.x_env_rewards",
+            "gagpo.trainer.x_invalid_penalties",
+            "gagpo.trainer.x_step_rewards",
+            "gagpo.trainer.x_rewards_and_penalties",
+            "gagpo.trainer.x_advantages_of",
+            "gagpo.trainer.x_training_batch",
+            "gagpo.trainer.x_update",
+            "gagpo.trainer.x_recompute_old_logprobs",
+        ),
+    ),
+    Target(
+        "step rows",
+        ("agents/rollout.py",),
+        ("tests/test_rollout.py",),
+        (
+            "gagpo.agents.rollout.x_rollout",
+            "gagpo.agents.rollout.xǁStepTableǁcolumn",
+            "gagpo.agents.rollout.xǁStepTableǁepisodes",
+            "gagpo.agents.rollout.xǁStepRowǁto_dict",
+        ),
+    ),
+    Target(
+        "evaluation",
+        ("gagpo/evaluate.py",),
+        ("tests/test_evaluate.py",),
+        (
+            "gagpo.evaluate.x_wilson",
+            "gagpo.evaluate.x_mean_interval",
+            "gagpo.evaluate.x_summarise",
+            "gagpo.evaluate.x_format_table",
+            "gagpo.evaluate.x_held_out_lines",
+        ),
+    ),
+    Target(
+        "warm start",
+        ("gagpo/warm_start.py",),
+        ("tests/test_warm_start.py",),
+    ),
+    Target(
+        "run folder",
+        ("gagpo/run_folder.py",),
+        ("tests/test_resume_rules.py",),
+        (
+            "gagpo.run_folder.x_earlier_run",
+            "gagpo.run_folder.x_prepare_run_folder",
+            "gagpo.run_folder.x_record_config_changes",
+            "gagpo.run_folder.x__iteration_of",
+            "gagpo.run_folder.x_cut_run",
+        ),
+    ),
+    Target(
+        "resume rules",
+        ("gagpo/train_config.py",),
+        ("tests/test_resume_rules.py",),
+        (
+            "gagpo.train_config.x_resume_differences",
+            "gagpo.train_config.x_check_resume",
+        ),
+    ),
+    Target(
         "URL parsing",
         ("servers/webshop/web/pages_view.py",),
         ("tests/test_url_parsing.py",),

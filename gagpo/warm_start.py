@@ -79,7 +79,7 @@ def expert_demonstrations(cfg: TrainConfig, policy: Any, teacher: Policy, agent:
 def behaviour_cloning(model: Any, demos: list[Demonstration], cfg: TrainConfig, *, world: int,
                       amp: torch.dtype | None, pad_id: int) -> float:
     """Maximise log pi(expert reply | prompt), token-mean, ``bc_epochs`` passes; returns the
-    last batch's mean negative log-likelihood."""
+    last batch's mean negative log-likelihood (over all ranks' demonstrations)."""
     params = [p for p in model.parameters() if p.requires_grad]
     sharded, scale = is_sharded(model), loss_scale(model, world)
     opt = torch.optim.AdamW(params, lr=cfg.bc_lr, weight_decay=0.0)
@@ -106,5 +106,5 @@ def behaviour_cloning(model: Any, demos: list[Demonstration], cfg: TrainConfig, 
             sync_gradients(model, params, world)
             grad_norm_clip(params, 1.0)
             opt.step()
-            nll = total
+            nll = all_reduce_sum(total, world)  # each rank holds its share of the mean
     return nll

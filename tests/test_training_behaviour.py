@@ -120,15 +120,16 @@ def test_the_update_gets_the_saved_advantages_row_for_row(tmp_path, monkeypatch)
         assert t["reward"].tolist() == expected.tolist()
 
 
-@pytest.mark.parametrize("mode, temperature", [("generate", 0.6), ("generate", 1.0),
-                                               ("generate", 1.7), ("score", 0.5)])
+@pytest.mark.parametrize("mode, temperature", [("generate", 0.0), ("generate", 0.6),
+                                               ("generate", 1.0), ("generate", 1.7),
+                                               ("score", 0.5)])
 @pytest.mark.parametrize("recompute", [False, True])
 def test_first_epoch_ratio_is_one_at_the_sampling_temperature(tmp_path, mode, temperature,
                                                               recompute):
     """On the first epoch pi_theta = pi_old: the update scores the replies with the
-    distribution they were sampled from (log_softmax(logits / T) in generate mode; the raw
-    model in score mode, whose temperature acts on whole replies' scores), so the ratio is 1
-    and nothing is clipped."""
+    distribution they were sampled from (log_softmax(logits / T) in generate mode, the raw
+    model's when greedy (T = 0); the raw model in score mode, whose temperature acts on whole
+    replies' scores), so the ratio is 1 and nothing is clipped."""
     trainer.train(_cfg(tmp_path, mode=mode, temperature=temperature, iterations=1,
                        max_new_tokens=6, n_groups=2, group_size=2,
                        recompute_old_logp=recompute, clip_eps=0.01))
@@ -249,3 +250,59 @@ def test_copies_of_a_task_share_its_task_and_seed(tmp_path):
         assert len(set(t["task_id"][rows])) == 1 and len(set(t["state_key"][rows])) == 1
         starts[g] = (t["task_id"][rows][0], t["state_key"][rows][0])
     assert len({key for _, key in starts.values()}) > 2  # the groups' seeds differ
+
+
+def _padded_sizes(monkeypatch) -> list[int]:
+    """Record the padded tokens of every forward pass the trainer makes from now on."""
+    sizes: list[int] = []
+    forward = trainer.reply_logprobs
+
+    def spy(model, prompts, replies, **kwargs):
+        sizes.append(len(prompts) * max(len(p) + len(r) for p, r in zip(prompts, replies)))
+        return forward(model, prompts, replies, **kwargs)
+
+    monkeypatch.setattr(trainer, "reply_logprobs", spy)
+    return sizes
+
+
+@pytest.mark.parametrize("amp", [None, torch.bfloat16])
+def test_recomputed_log_probs_are_the_models_and_the_gap_is_per_token(monkeypatch, amp):
+    """``--recompute-old-logp``: pi_old becomes the trained model's own log-probs (at the
+    sampling temperature, under the run's autocast), and the gap it reports is the sum of
+    |sampler - trainer| over the tokens compared; forward passes keep to the micro-batch
+    budget."""
+    tok = load_model("tiny")[1]
+    batch = _random_batch(tok)
+    model = load_model("tiny")[0]
+    with torch.no_grad():
+        logp, mask, _ = reply_logprobs(model, batch["prompt"], batch["reply"],
+                                       pad_id=tok.pad_token_id, temperature=0.7,
+                                       autocast_dtype=amp)
+    truth = [logp[i, mask.shape[1] - len(r):].tolist() for i, r in enumerate(batch["reply"])]
+    batch["old_logp"] = [[x + 0.25 for x in lp] for lp in truth]
+    batch["old_logp"][2] = batch["old_logp"][2][:-1]  # a sampler that lost a token: not compared
+    sizes = _padded_sizes(monkeypatch)
+    cfg = TrainConfig(mode="generate", temperature=0.7, micro_batch_tokens=24)
+    gap, compared = trainer.recompute_old_logprobs(model, batch, cfg, amp, tok.pad_token_id)
+    tokens = sum(len(r) for i, r in enumerate(batch["reply"]) if i != 2)
+    assert compared == tokens and gap == pytest.approx(0.25 * tokens, abs=1e-3)
+    for mine, true in zip(batch["old_logp"], truth, strict=True):
+        assert mine == pytest.approx(true, abs=1e-4 if amp is None else 2e-2)
+    lengths = [len(p) + len(r) for p, r in zip(batch["prompt"], batch["reply"])]
+    assert len(sizes) > 1 and all(s <= 24 or s == max(lengths) for s in sizes)
+
+
+def test_the_update_keeps_to_the_micro_batch_budget(monkeypatch):
+    """Memory: every forward pass of the update holds at most ``micro_batch_tokens`` padded
+    tokens (a longer sequence alone excepted)."""
+    tok = load_model("tiny")[1]
+    batch = _random_batch(tok, n=8)
+    sizes = _padded_sizes(monkeypatch)
+    model = load_model("tiny")[0]
+    cfg = TrainConfig(micro_batch_tokens=30, kl_coef=0.0)
+    opt = torch.optim.SGD(model.parameters(), lr=0.0)
+    trainer.update(model, None, opt, batch, cfg, world=1, epoch_seed=0, amp=None,
+                   pad_id=tok.pad_token_id)
+    longest = max(len(p) + len(r) for p, r in zip(batch["prompt"], batch["reply"]))
+    assert len(sizes) > 2 and all(s <= 30 or s == longest for s in sizes)
+    assert sum(sizes) >= sum(len(p) + len(r) for p, r in zip(batch["prompt"], batch["reply"]))
