@@ -252,13 +252,18 @@ def test_copies_of_a_task_share_its_task_and_seed(tmp_path):
     assert len({key for _, key in starts.values()}) > 2  # the groups' seeds differ
 
 
+def _lengths(batch: dict) -> list[int]:
+    """Prompt plus reply tokens of each row."""
+    return [len(p) + len(r) for p, r in zip(batch["prompt"], batch["reply"], strict=True)]
+
+
 def _padded_sizes(monkeypatch) -> list[int]:
     """Record the padded tokens of every forward pass the trainer makes from now on."""
     sizes: list[int] = []
     forward = trainer.reply_logprobs
 
     def spy(model, prompts, replies, **kwargs):
-        sizes.append(len(prompts) * max(len(p) + len(r) for p, r in zip(prompts, replies)))
+        sizes.append(len(prompts) * max(_lengths({"prompt": prompts, "reply": replies})))
         return forward(model, prompts, replies, **kwargs)
 
     monkeypatch.setattr(trainer, "reply_logprobs", spy)
@@ -288,8 +293,7 @@ def test_recomputed_log_probs_are_the_models_and_the_gap_is_per_token(monkeypatc
     assert compared == tokens and gap == pytest.approx(0.25 * tokens, abs=1e-3)
     for mine, true in zip(batch["old_logp"], truth, strict=True):
         assert mine == pytest.approx(true, abs=1e-4 if amp is None else 2e-2)
-    lengths = [len(p) + len(r) for p, r in zip(batch["prompt"], batch["reply"])]
-    assert len(sizes) > 1 and all(s <= 24 or s == max(lengths) for s in sizes)
+    assert len(sizes) > 1 and all(s <= 24 or s == max(_lengths(batch)) for s in sizes)
 
 
 def test_the_update_keeps_to_the_micro_batch_budget(monkeypatch):
@@ -303,6 +307,38 @@ def test_the_update_keeps_to_the_micro_batch_budget(monkeypatch):
     opt = torch.optim.SGD(model.parameters(), lr=0.0)
     trainer.update(model, None, opt, batch, cfg, world=1, epoch_seed=0, amp=None,
                    pad_id=tok.pad_token_id)
+<<<<<<< /tmp/tmp.1WozhMRUay/current
+    assert len(sizes) > 2 and all(s <= 30 or s == max(_lengths(batch)) for s in sizes)
+    assert sum(sizes) >= sum(_lengths(batch))
+=======
     longest = max(len(p) + len(r) for p, r in zip(batch["prompt"], batch["reply"]))
     assert len(sizes) > 2 and all(s <= 30 or s == longest for s in sizes)
     assert sum(sizes) >= sum(len(p) + len(r) for p, r in zip(batch["prompt"], batch["reply"]))
+
+
+def _rows(*rows: tuple[int, int, str, str, float]):
+    """A step table of (trajectory, t, state key, observation, won at the end) rows, one
+    group, each trajectory's last row done."""
+    from types import SimpleNamespace
+
+    from gagpo.agents.rollout import StepTable
+
+    last = {tr: max(t for tr2, t, *_ in rows if tr2 == tr) for tr, *_ in rows}
+    return StepTable(rows=[SimpleNamespace(
+        group=0, trajectory=tr, t=t, state_key=key, observation=obs, won=won, score=won,
+        done=t == last[tr], well_formed=True, action_valid=True)
+        for tr, t, key, obs, won in rows], num_envs=2, group_size=2)
+
+
+def test_advantages_group_steps_by_state_key_or_by_observation_as_asked():
+    """``state_grouping``: the env's state key (text compared exactly, as Python compares it:
+    keys that differ in a trailing NUL are two states), or the observation text (GiGPO)."""
+    table = _rows((0, 0, "s0", "same page", 0.0), (0, 1, "k", "page A", 0.0),
+                  (1, 0, "s0", "same page", 1.0), (1, 1, "k\0", "page A", 1.0))
+    for grouping, shared_second in (("state_key", False), ("observation", True)):
+        cfg = TrainConfig(algo="gagpo", state_grouping=grouping)
+        rewards, penalty = trainer.rewards_and_penalties(table, cfg)
+        _, details = trainer.advantages_of(table, rewards, cfg, penalty)
+        sizes = details["state_group_size"].tolist()
+        assert sizes == ([2, 2, 2, 2] if shared_second else [2, 1, 2, 1]), grouping
+>>>>>>> /tmp/tmp.1WozhMRUay/stash
