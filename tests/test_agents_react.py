@@ -11,6 +11,7 @@ from gagpo.agents.memory import EpisodeMemory
 from gagpo.agents.parser import parse_reply
 from gagpo.agents.policies import ExpertPolicy, Policy, RandomPolicy
 from gagpo.agents.policies.base import Request
+from gagpo.agents.policies.scripted import explain
 from gagpo.agents.prompts import build_messages, build_prompt, resolve_env_name
 from gagpo.agents.react import ReActAgent
 
@@ -208,12 +209,29 @@ def test_random_policy_is_seeded_and_fills_the_query():
     assert a[0].token_ids == [] and a[0].logprobs == []
 
 
+@pytest.mark.parametrize("action, thought", [
+    ("search[red shoes]", "I search for the product the request describes: red shoes."),
+    ("click[b0c8jp98ut]", "This result fits the request best; I open it to check its details."),
+    ("click[size 9]", "The request asks for size 9, so I choose that option."),
+    ("click[back to search]", "This product is not the one asked for; I go back and search "
+                              "again."),
+    ("take pen 1 from desk 1", "I take the pen 1: the task needs it."),
+    ("put pen 1 in/on drawer 2", "I put the pen 1 where the task wants it."),
+    ("heat apple 1 with microwave 1", "The task wants the apple 1 hot, so I heat it."),
+    ("", ""),
+])
+def test_the_experts_thought_says_why_it_acts(action, thought):
+    """Demonstrations teach a thought worth having: what the action is for."""
+    assert explain(action) == thought
+
+
 def test_expert_policy_reads_the_info():
     reqs = [Request([], [], {"expert_action": "click[buy now]"}),
             Request([], [], {"expert_action": ["go to desk 1", "take pen 1 from desk 1"]}),
             Request([], [], {"expert_action": None})]
     texts = [r.text for r in ExpertPolicy().act(reqs)]
-    assert texts[0] == "<think>expert</think><action>click[buy now]</action>"
+    assert texts[0] == ("<think>The product and the options I chose match the request, so I "
+                        "buy it.</think><action>click[buy now]</action>")
     assert "<action>go to desk 1</action>" in texts[1]
     assert parse_reply(texts[2]).action is None
     with pytest.raises(KeyError, match="request_infos"):

@@ -108,7 +108,10 @@ def test_each_setting_a_resume_changes_is_accepted_or_refused_by_name(name):
     message = str(refused.value)
     assert _line(name, old, new) in message.splitlines()
     assert f"checkpoint in {cfg.out_dir} (iteration 3)" in message
-    assert "--resume-override" in message
+    # ... and says both ways on, with where an override is recorded.
+    assert message.endswith(
+        "\nResume with the checkpoint's settings, or pass --resume-override to go on with the "
+        "new ones (the differences are then recorded in config_changes.jsonl).")
 
     # Overridden: the refused setting comes back as a line, and nothing is raised.
     cfg = TrainConfig(**{name: new, "resume_override": True})

@@ -11,6 +11,7 @@ import torch
 import gagpo.agents.rollout as rollout_module
 from gagpo.agents.policies.base import Request
 from gagpo.agents.policies.factory import env_kwargs_for
+from gagpo.agents.policies.scripted import explain
 from gagpo.agents.react import ReActAgent
 from gagpo.envs import split_tasks
 from gagpo.losses import reply_logprobs
@@ -119,7 +120,7 @@ def test_score_mode_replies_are_the_ids_the_scoring_policy_itself_scores(monkeyp
         assert reply == own.token_ids
         assert reply[-1] == eos and eos not in reply[:-1]
         assert prompt == own.prompt_token_ids
-        # The teacher's own text ("<think>expert</think>...") is not what a scorer writes.
+        # The teacher's own text (its thought, then the action) is not what a scorer writes.
         assert row.reply != own.text
 
 
@@ -133,7 +134,7 @@ def test_generate_mode_replies_are_the_teachers_text_then_one_eos_the_policy_sto
     tok = policy.tokenizer
     assert demos
     for (_, reply), row in zip(demos, kept, strict=True):
-        assert row.reply.startswith("<think>expert</think><action>")
+        assert row.reply == f"<think>{explain(row.action)}</think><action>{row.action}</action>"
         assert reply[:-1] == tok(row.reply, add_special_tokens=False)["input_ids"]
         assert reply[-1] == tok.eos_token_id
         assert reply[-1] in policy.eos_ids  # generation stops there, as on the policy's own

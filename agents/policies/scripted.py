@@ -21,8 +21,58 @@ def format_reply(action: str, thought: str = "") -> str:
     return f"<think>{thought}</think><action>{action}</action>"
 
 
+# What a WebShop click does, by the button it presses (the rest are products and options).
+_SHOP_BUTTONS = {
+    "buy now": "The product and the options I chose match the request, so I buy it.",
+    "next >": "The product asked for is not among these results; I look at the next page.",
+    "< prev": "I have read enough here; I go back to the product's page.",
+    "back to search": "This product is not the one asked for; I go back and search again.",
+    "description": "I read the description to check the product against the request.",
+    "features": "I read the features to check the product against the request.",
+    "reviews": "I read the reviews to check the product against the request.",
+}
+# ALFWorld's commands by their verb: (thought, number of object words the verb takes).
+_HOUSE_VERBS = {
+    "go to": "I go to the {0} to find what the task needs or to put it there.",
+    "take": "I take the {0}: the task needs it.",
+    "put": "I put the {0} where the task wants it.",
+    "open": "The {0} is closed; I open it to see what is inside.",
+    "close": "I close the {0} again.",
+    "heat": "The task wants the {0} hot, so I heat it.",
+    "cool": "The task wants the {0} cool, so I cool it.",
+    "clean": "The task wants the {0} clean, so I clean it.",
+    "use": "I turn on the {0} to look at what I hold in its light.",
+    "examine": "I examine the {0} closely.",
+}
+
+
+def explain(action: str) -> str:
+    """A short thought that says why an expert takes ``action`` (a WebShop or an ALFWorld
+    command), for demonstrations: a model imitating the teacher learns to reason about the
+    request before it acts, not to write a placeholder."""
+    if action.startswith("search[") and action.endswith("]"):
+        return f"I search for the product the request describes: {action[7:-1]}."
+    if action.startswith("click[") and action.endswith("]"):
+        target = action[6:-1]
+        if target in _SHOP_BUTTONS:
+            return _SHOP_BUTTONS[target]
+        if re.fullmatch(r"b0[0-9a-z]{8}", target):
+            return "This result fits the request best; I open it to check its details."
+        return f"The request asks for {target}, so I choose that option."
+    for verb, thought in _HOUSE_VERBS.items():
+        if action.startswith(verb + " "):
+            obj = action[len(verb) + 1:].split(" from ")[0].split(" with ")[0]
+            obj = re.split(r" (?:in|on|in/on) ", obj)[0] if verb == "put" else obj
+            return thought.format(obj.strip())
+    if action in ("look", "inventory"):
+        return "I check where I am and what I hold." if action == "look" else \
+            "I check what I am holding."
+    return "This brings me closer to finishing the task." if action else ""
+
+
 class ExpertPolicy(Policy):
-    """Replays the environment's expert: the action in ``request.info[key]``.
+    """Replays the environment's expert: the action in ``request.info[key]``, with a short
+    thought that says why (:func:`explain`).
 
     Environments compute it on request (WebShop-v0: ``gym.make(..., request_infos=
     ["expert_action"])``). A list (an expert plan) gives its first action. When the info holds
@@ -54,7 +104,7 @@ class ExpertPolicy(Policy):
             action = self._action(r.info)
             if self.search_with_instruction and action.startswith("search["):
                 action = f"search[{r.info.get('instruction', '')}]"
-            replies.append(Reply(format_reply(action, "expert")))
+            replies.append(Reply(format_reply(action, explain(action))))
         return replies
 
 
