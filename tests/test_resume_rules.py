@@ -355,3 +355,45 @@ def test_earlier_run_lists_what_an_earlier_runs_iterations_left(tmp_path):
     assert earlier_run(tmp_path) == ["checkpoint.pt", "metrics.jsonl", "step tables"]
     (tmp_path / "steps" / "iter_00001.npz").unlink()
     assert earlier_run(tmp_path) == ["checkpoint.pt", "metrics.jsonl"]
+
+
+def test_a_resumed_run_folder_reads_as_the_uninterrupted_runs(tmp_path):
+    """What a resume rewrites it writes as the run itself does: ``evals.json`` in the trainer's
+    layout (one-space indent, as ``train`` writes it at the end); a checkpoint without evals and
+    no evals file, or a folder missing any of the files a fresh start deletes, is no error."""
+    evals = {"before": {"all": {"success": 0.25}}, "bc": {"final_nll": 1.5}}
+    cfg = TrainConfig(out_dir=str(tmp_path), resume=True)
+    (tmp_path / "config.json").write_text('{"first": true}')
+    prepare_run_folder(tmp_path, cfg, {"iteration": 2, "evals": evals,
+                                       "config": cfg.to_dict()})
+    assert (tmp_path / "evals.json").read_text() == json.dumps(evals, indent=1)
+    assert (tmp_path / "config.json").read_text() == '{"first": true}'  # the first settings
+
+    (tmp_path / "evals.json").unlink()
+    prepare_run_folder(tmp_path, cfg, {"iteration": 2, "evals": {}, "config": cfg.to_dict()})
+    assert not (tmp_path / "evals.json").exists()
+
+    fresh = tmp_path / "fresh"
+    fresh.mkdir()
+    (fresh / "metrics.jsonl").write_text('{"iteration": 1}\n')  # no checkpoint, no evals
+    prepare_run_folder(fresh, TrainConfig(out_dir=str(fresh), overwrite=True), None)
+    assert json.loads((fresh / "config.json").read_text())["overwrite"] is True
+
+
+def test_config_changes_carry_a_timestamp_and_any_value(tmp_path):
+    """Each resume's line says when (ISO 8601 with the UTC offset) and records every value,
+    even one JSON cannot hold (as its repr) rather than failing the resume."""
+    import datetime
+
+    record_config_changes(tmp_path, 4, {"lr": (1e-3, 2e-3), "out_dir": (Path("a"), Path("b"))})
+    [line] = [json.loads(x) for x in (tmp_path / "config_changes.jsonl").read_text().splitlines()]
+    stamp = datetime.datetime.strptime(line["time"], "%Y-%m-%dT%H:%M:%S%z")
+    now = datetime.datetime.now(datetime.timezone.utc)
+    assert abs((now - stamp).total_seconds()) < 120
+    assert line["changes"]["out_dir"] == {"checkpoint": repr(Path("a")), "new": repr(Path("b"))}
+
+
+def test_only_step_table_names_have_an_iteration():
+    assert _iteration_of(Path("iter_00012_rank1.npz")) == 12
+    assert _iteration_of(Path("iter_x1.npz")) is None
+    assert _iteration_of(Path("notes.npz")) is None
