@@ -307,13 +307,8 @@ def test_the_update_keeps_to_the_micro_batch_budget(monkeypatch):
     opt = torch.optim.SGD(model.parameters(), lr=0.0)
     trainer.update(model, None, opt, batch, cfg, world=1, epoch_seed=0, amp=None,
                    pad_id=tok.pad_token_id)
-<<<<<<< /tmp/tmp.1WozhMRUay/current
     assert len(sizes) > 2 and all(s <= 30 or s == max(_lengths(batch)) for s in sizes)
     assert sum(sizes) >= sum(_lengths(batch))
-=======
-    longest = max(len(p) + len(r) for p, r in zip(batch["prompt"], batch["reply"]))
-    assert len(sizes) > 2 and all(s <= 30 or s == longest for s in sizes)
-    assert sum(sizes) >= sum(len(p) + len(r) for p, r in zip(batch["prompt"], batch["reply"]))
 
 
 def _rows(*rows: tuple[int, int, str, str, float]):
@@ -341,4 +336,3 @@ def test_advantages_group_steps_by_state_key_or_by_observation_as_asked():
         _, details = trainer.advantages_of(table, rewards, cfg, penalty)
         sizes = details["state_group_size"].tolist()
         assert sizes == ([2, 2, 2, 2] if shared_second else [2, 1, 2, 1]), grouping
->>>>>>> /tmp/tmp.1WozhMRUay/stash
