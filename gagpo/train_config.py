@@ -135,7 +135,7 @@ class TrainConfig:
                                                    "advantages (None: off)")
     kl_coef: float = arg(_LOSS.kl_coef, "weight of the low-variance KL to the reference policy "
                                         "(0: off)", valid=">= 0")
-    entropy_coef: float = arg(_LOSS.entropy_coef, "entropy bonus (0: off)", valid="finite")
+    entropy_coef: float = arg(_LOSS.entropy_coef, "entropy bonus (0: off)", valid=">= 0")
     aggregation: str | None = arg(None, "loss aggregation: token-mean (every token weighs the "
                                         "same) or seq-mean (every action does) (default: "
                                         "seq-mean for gagpo, token-mean otherwise)",

@@ -97,6 +97,7 @@ def test_the_recipes_cpu_flags_are_the_demos_settings():
     (["--gamma", "1.5"], "gamma must be in [0, 1], not 1.5"),
     (["--max-steps", "0"], "max_steps must be >= 1, not 0"),
     (["--entropy-coef", "inf"], "entropy_coef must be a finite number, not inf"),
+    (["--entropy-coef", "-1"], "entropy_coef must be >= 0, not -1.0"),
     (["--env", "NoSuch-v0"], "no environment 'NoSuch-v0'"),
 ])
 def test_train_refuses_settings_out_of_range_before_anything_runs(tmp_path, capsys, flags,

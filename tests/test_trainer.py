@@ -300,8 +300,8 @@ def test_vllm_generation_under_torchrun_two_ranks(tmp_path):
 
 def test_torchrun_fsdp_trains_saves_and_resumes_to_the_same_parameters(tmp_path):
     """FSDP on 2 gloo ranks: a run checkpoints the gathered model and optimizer, resuming
-    from iteration 1 reaches the uninterrupted run's parameters, and the final model is a
-    transformers folder."""
+    from iteration 1 reaches the uninterrupted run's parameters, the final model is a
+    transformers folder, and parameter_digests.json holds the gathered model's one digest."""
     whole, split = tmp_path / "whole", tmp_path / "split"
     _torchrun_train(whole, "--parallel", "fsdp", "--iterations", "2")
     _torchrun_train(split, "--parallel", "fsdp", "--iterations", "1")
@@ -309,6 +309,8 @@ def test_torchrun_fsdp_trains_saves_and_resumes_to_the_same_parameters(tmp_path)
     a, b = _params(whole), _params(split)
     assert a.keys() == b.keys() and len(a) > 0
     assert all(torch.equal(a[k], b[k]) for k in a)
+    # Each shard exists once: one digest, of the gathered model (docs/recipes.md says so).
+    assert len(json.loads((whole / "parameter_digests.json").read_text())) == 1
     from gagpo.agents.models import load_model
 
     init = dict(load_model("tiny")[0].named_parameters())

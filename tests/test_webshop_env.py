@@ -526,6 +526,19 @@ def test_step_before_reset_and_after_close_are_clear_errors(remote, request):
     e.close()
 
 
+def test_step_before_reset_through_gym_make_is_gymnasiums_reset_needed():
+    """As the README says: gym.make's order-enforcing wrapper answers before the env does."""
+    from gymnasium.error import ResetNeeded
+
+    e = gym.make("WebShop-v0")
+    with pytest.raises(ResetNeeded):
+        e.step("search[shoes]")
+    e.reset(options={"task": 0})
+    e.close()
+    with pytest.raises(RuntimeError, match=r"closed.*reset\(\)"):
+        e.step("search[shoes]")
+
+
 # Invalid actions the walks mix in: each leaves the state as it was.
 NOT_ACTIONS = ["click[no such button]", "search[]", "buy", "click[next >]", "click[< prev]",
                "click[description]", "search"]
