@@ -94,11 +94,28 @@ def autocast_dtype(cfg: TrainConfig, model: Any, device: torch.device) -> torch.
     return None
 
 
+def checkpointing(cfg: TrainConfig, model: Any) -> bool:
+    """Gradient checkpointing: on request, or (auto) for models of 50M+ parameters, whose
+    activations on long prompts outgrow a small machine (SmolLM2-135M, 12 rows of 1,000
+    tokens: 19 GB peak without, 6 GB with)."""
+    if cfg.gradient_checkpointing != "auto":
+        return cfg.gradient_checkpointing == "on"
+    return sum(p.numel() for p in model.parameters()) >= 50_000_000
+
+
 def build_model(cfg: TrainConfig, device: torch.device) -> tuple[Any, Any]:
     """The trained model (LoRA-wrapped when ``lora_rank > 0``) and its tokenizer."""
     from gagpo.agents.models import load_model
 
     model, tokenizer = load_model(cfg.model, device=device)
+    if checkpointing(cfg, model):
+        # Non-reentrant: it needs no gradient on the inputs, so frozen embeddings (LoRA) work.
+        # (transformers 5 renamed the method; 4.x has the old name only.)
+        kwargs = {"use_reentrant": False}
+        if hasattr(model, "activation_checkpointing_enable"):
+            model.activation_checkpointing_enable(activation_checkpointing_kwargs=kwargs)
+        else:
+            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
     if cfg.lora_rank > 0:
         from peft import LoraConfig, get_peft_model
 

@@ -336,3 +336,18 @@ def test_advantages_group_steps_by_state_key_or_by_observation_as_asked():
         _, details = trainer.advantages_of(table, rewards, cfg, penalty)
         sizes = details["state_group_size"].tolist()
         assert sizes == ([2, 2, 2, 2] if shared_second else [2, 1, 2, 1]), grouping
+
+
+@pytest.mark.parametrize("lora_rank", [0, 4])
+def test_gradient_checkpointing_changes_memory_not_results(tmp_path, lora_rank):
+    """A resume may switch ``gradient_checkpointing`` (RESUME_MAY_CHANGE): the backward pass
+    recomputes the very activations it would have kept, so the parameters come out equal."""
+    params = {}
+    for setting in ("off", "on"):
+        out = tmp_path / setting
+        trainer.train(_cfg(out, iterations=2, gradient_checkpointing=setting, lora_rank=lora_rank,
+                           mode="generate", max_new_tokens=6, n_groups=2, group_size=2))
+        params[setting] = torch.load(out / "checkpoint.pt", weights_only=False)["model"]
+    assert params["on"].keys() == params["off"].keys()
+    for name, value in params["off"].items():
+        torch.testing.assert_close(params["on"][name], value, rtol=0, atol=0)

@@ -1,0 +1,94 @@
+"""Memory and time of one policy update: gradient checkpointing and micro-batch sizes.
+
+A training iteration's update holds the model, its gradients and AdamW's two moments, plus the
+activations of one micro-batch, which grow with rows x prompt length: on a CPU machine the
+activations decide whether a run fits. Each setting runs ``gagpo.trainer.update`` (the trainer's
+own code path, the model built by ``gagpo.trainer.build_model``) in a fresh process, on the same
+synthetic batch, and reports the process's peak RSS and the update's seconds, side by side.
+
+    python -m benchmarks.update_memory                      # SmolLM2-135M, 12 rows of 940 + 60
+    python -m benchmarks.update_memory --rows 4 --prompt 300  # a quick look
+    python -m benchmarks.update_memory --out benchmarks/results/update_memory
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from benchmarks.record import command_line, recorded
+
+#: (gradient checkpointing, micro-batch tokens) measured by default.
+SETTINGS = (("off", 16384), ("on", 16384), ("on", 4096))
+
+
+def one(model: str, rows: int, prompt: int, reply: int, checkpointing: str,
+        budget: int) -> dict:
+    """One update in this process; returns its seconds and this process's peak RSS."""
+    import torch
+
+    from gagpo.train_config import TrainConfig
+    from gagpo.trainer import build_model, update
+
+    torch.set_num_threads(1)
+    cfg = TrainConfig(model=model, gradient_checkpointing=checkpointing,
+                      micro_batch_tokens=budget, kl_coef=0.0, lr=1e-6)
+    net, tok = build_model(cfg, torch.device("cpu"))
+    net.train()
+    g = torch.Generator().manual_seed(0)
+    vocab = min(len(tok), 40000)
+    batch = {"prompt": [torch.randint(100, vocab, (prompt,), generator=g).tolist()
+                        for _ in range(rows)],
+             "reply": [torch.randint(100, vocab, (reply,), generator=g).tolist()
+                       for _ in range(rows)],
+             "old_logp": [[-3.0] * reply for _ in range(rows)],
+             "adv": [(-1.0) ** i for i in range(rows)]}
+    opt = torch.optim.AdamW([p for p in net.parameters() if p.requires_grad], lr=cfg.lr)
+    start = time.perf_counter()
+    update(net, None, opt, batch, cfg, world=1, epoch_seed=0, amp=None,
+           pad_id=tok.pad_token_id)
+    seconds = time.perf_counter() - start
+    return {"seconds": seconds, "peak_rss_gb": resource.getrusage(
+        resource.RUSAGE_SELF).ru_maxrss / 2**20}
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--model", default="smollm2-135m")
+    parser.add_argument("--rows", type=int, default=12, help="rows in the update's batch")
+    parser.add_argument("--prompt", type=int, default=940, help="prompt tokens per row")
+    parser.add_argument("--reply", type=int, default=60, help="reply tokens per row")
+    parser.add_argument("--out", type=Path, help="also write the report to OUT/report.txt")
+    parser.add_argument("--one", help=argparse.SUPPRESS)  # internal: "checkpointing,budget"
+    args = parser.parse_args(argv)
+    if args.one:
+        checkpointing, budget = args.one.split(",")
+        print(json.dumps(one(args.model, args.rows, args.prompt, args.reply, checkpointing,
+                             int(budget))))
+        return
+    with recorded(args.out, command_line("benchmarks.update_memory", argv)):
+        print(f"one update of {args.model}: {args.rows} rows x ({args.prompt} prompt + "
+              f"{args.reply} reply tokens), each setting in a fresh process")
+        print(f"  {'checkpointing':<14}{'micro-batch':>12}{'seconds':>10}{'peak RSS':>11}")
+        base = None
+        for checkpointing, budget in SETTINGS:
+            child = subprocess.run(
+                [sys.executable, "-m", "benchmarks.update_memory", "--model", args.model,
+                 "--rows", str(args.rows), "--prompt", str(args.prompt), "--reply",
+                 str(args.reply), "--one", f"{checkpointing},{budget}"],
+                capture_output=True, text=True, check=True)
+            r = json.loads(child.stdout.strip().splitlines()[-1])
+            base = base or r
+            print(f"  {checkpointing:<14}{budget:>12}{r['seconds']:>9.1f}s"
+                  f"{r['peak_rss_gb']:>9.2f} GB   (x{r['peak_rss_gb'] / base['peak_rss_gb']:.2f} "
+                  f"memory, x{r['seconds'] / base['seconds']:.2f} time)", flush=True)
+
+
+if __name__ == "__main__":
+    main()
