@@ -351,3 +351,51 @@ def test_gradient_checkpointing_changes_memory_not_results(tmp_path, lora_rank):
     assert params["on"].keys() == params["off"].keys()
     for name, value in params["off"].items():
         torch.testing.assert_close(params["on"][name], value, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("settings", [
+    dict(ratio_level="token", clip_eps=0.05, clip_eps_high=0.3, dual_clip=1.2,
+         entropy_coef=0.05, kl_coef=0.1, aggregation="seq-mean"),
+    dict(ratio_level="action", clip_eps=0.1, clip_eps_high=None, dual_clip=None,
+         entropy_coef=0.0, kl_coef=0.0, aggregation="token-mean"),
+])
+def test_the_update_applies_every_loss_setting(settings):
+    """The update's gradient is that of ``policy_loss`` under the run's own settings (ratio
+    level, both clip ranges, dual clip, KL and entropy weights, aggregation), computed here by
+    hand on the same batch; and it counts the padded tokens its forward passes ran on."""
+    from gagpo.losses import LossConfig, policy_loss, right_align
+
+    tok = load_model("tiny")[1]
+    batch = _random_batch(tok, seed=1)
+    batch["old_logp"] = [[x + 0.4 * (-1) ** k for k, x in enumerate(lp)]
+                         for lp in batch["old_logp"]]  # ratios far from 1: clipping binds
+    ref = load_model("tiny")[0]
+    with torch.no_grad():
+        for p in ref.parameters():
+            p.add_(0.01 * torch.randn_like(p))
+    cfg = TrainConfig(**settings, micro_batch_tokens=10**6, max_grad_norm=0.0)
+    # By hand: one forward pass over the whole batch, the loss over its global denominator.
+    model = load_model("tiny")[0]
+    logp, mask, ent = reply_logprobs(model, batch["prompt"], batch["reply"],
+                                     pad_id=tok.pad_token_id, with_entropy=True)
+    with torch.no_grad():
+        ref_logp = reply_logprobs(ref, batch["prompt"], batch["reply"],
+                                  pad_id=tok.pad_token_id)[0]
+    denominator = float(mask.sum()) if settings["aggregation"] == "token-mean" else len(mask)
+    loss, _ = policy_loss(logp, right_align(batch["old_logp"], mask.shape[1]),
+                          torch.tensor(batch["adv"]), mask, LossConfig(**settings),
+                          ref_logp=ref_logp if settings["kl_coef"] else None, entropy=ent,
+                          denominator=denominator)
+    loss.backward()
+    expected = {n: -p.grad for n, p in model.named_parameters()}
+    # The trainer's update: one SGD step of learning rate 1 moves each parameter by -grad.
+    model = load_model("tiny")[0]
+    before = {n: p.detach().clone() for n, p in model.named_parameters()}
+    stats = trainer.update(model, ref, torch.optim.SGD(model.parameters(), lr=1.0), batch, cfg,
+                           world=1, epoch_seed=0, amp=None, pad_id=tok.pad_token_id)
+    for name, p in model.named_parameters():
+        torch.testing.assert_close(p.detach() - before[name], expected[name], rtol=1e-3,
+                                   atol=2e-6)
+    longest_prompt = max(len(p) for p in batch["prompt"])
+    assert stats.padded_tokens == len(batch["adv"]) * (mask.shape[1] + longest_prompt)
+    assert stats.clip_frac > 0
