@@ -328,3 +328,91 @@ def test_rule_options_needs_text_rich_training_environments():
     for teacher in ("expert", "rule"):
         for kwargs in ({}, text_rich, {"observation_mode": "text"}):
             check_teacher_envs(TrainConfig(bc_teacher=teacher, env_kwargs=kwargs))
+
+
+# --- what the warm start leaves alone, and how it runs ----------------------------------------
+
+
+def test_demonstrations_carry_no_special_token_but_the_final_eos(monkeypatch):
+    """With a tokenizer that adds a beginning-of-sequence token by default (Llama's do), a
+    demonstration's reply still starts with the reply's own first token, as the policy's
+    replies do: the reply continues the chat-formatted prompt."""
+    from tokenizers import processors
+
+    def with_bos(tok):
+        bos = tok.convert_tokens_to_ids(tok.bos_token or tok.eos_token)
+        tok._tokenizer.post_processor = processors.TemplateProcessing(
+            single=f"{tok.convert_ids_to_tokens(bos)} $A",
+            special_tokens=[(tok.convert_ids_to_tokens(bos), bos)])
+        assert tok("x")["input_ids"][0] == bos  # the default adds it now
+        return tok
+
+    import gagpo.agents.models as models
+
+    load = models.load_model
+    monkeypatch.setattr(models, "load_model", lambda *a, **k: (lambda m, t: (m, with_bos(t)))(
+        *load(*a, **k)))
+    for mode in ("score", "generate"):
+        cfg = TrainConfig(bc_teacher="expert", mode=mode, max_steps=MAX_STEPS)
+        policy, demos, table = _demonstrations(cfg, monkeypatch)
+        tok = policy.tokenizer
+        won = _outcomes(table)
+        for (_, reply), row in zip(demos, [r for r in table.rows if won[r.trajectory]],
+                                   strict=True):
+            text = policy.reply_template.replace("{action}", row.action) \
+                if mode == "score" else row.reply
+            assert reply == tok(text, add_special_tokens=False)["input_ids"] + [
+                tok.eos_token_id]
+
+
+def test_behaviour_cloning_is_reproducible_and_leaves_the_global_random_streams_alone():
+    """The demonstrations' order comes from the run's seed: the same seed gives the same
+    model whatever the global RNG holds, and torch's global stream (which sampling may use)
+    is not moved."""
+    model, tok = _tiny()
+    demos = _synthetic_demos(7, tok.eos_token_id)
+    results = []
+    for global_seed in (1, 2):
+        torch.manual_seed(global_seed)
+        state = torch.get_rng_state()
+        m = _tiny()[0].train()
+        behaviour_cloning(m, demos, _bc_cfg(bc_batch=2), world=1, amp=None,
+                          pad_id=tok.pad_token_id)
+        assert torch.equal(torch.get_rng_state(), state)
+        results.append({n: p.detach().clone() for n, p in m.named_parameters()})
+    assert all(torch.equal(results[0][n], results[1][n]) for n in results[0])
+
+
+def test_no_demonstrations_is_a_nan_nll_and_no_step():
+    model, tok = _tiny()
+    before = {n: p.detach().clone() for n, p in model.named_parameters()}
+    nll = behaviour_cloning(model.train(), [], _bc_cfg(), world=1, amp=None,
+                            pad_id=tok.pad_token_id)
+    assert isinstance(nll, float) and nll != nll  # nan
+    assert all(torch.equal(before[n], p) for n, p in model.named_parameters())
+
+
+@pytest.mark.parametrize("amp", [None, torch.bfloat16])
+def test_behaviour_cloning_keeps_to_the_budget_and_the_runs_autocast(monkeypatch, amp):
+    """Memory and speed: every forward pass holds at most ``micro_batch_tokens`` padded tokens
+    (a longer pair alone excepted) and runs under the run's autocast dtype."""
+    import gagpo.warm_start as warm_start
+
+    model, tok = _tiny()
+    demos = _synthetic_demos(8, tok.eos_token_id)
+    calls = []
+    forward = warm_start.reply_logprobs
+
+    def spy(net, prompts, replies, **kwargs):
+        calls.append((len(prompts) * max(len(p) + len(r) for p, r in
+                                         zip(prompts, replies, strict=True)),
+                      kwargs.get("autocast_dtype")))
+        return forward(net, prompts, replies, **kwargs)
+
+    monkeypatch.setattr(warm_start, "reply_logprobs", spy)
+    behaviour_cloning(model.train(), demos, _bc_cfg(bc_batch=8, micro_batch_tokens=20),
+                      world=1, amp=amp, pad_id=tok.pad_token_id)
+    longest = max(len(p) + len(r) for p, r in demos)
+    assert len(calls) > 2 and all(size <= 20 or size <= longest for size, _ in calls)
+    assert sum(size for size, _ in calls) >= sum(len(p) + len(r) for p, r in demos)
+    assert {dtype for _, dtype in calls} == {amp}
