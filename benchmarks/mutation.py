@@ -75,6 +75,10 @@ class Target:
     functions: tuple[str, ...] = ()
     """mutmut function keys (``module.x_func``, ``module.xǁClassǁmethod``) to test; empty
     means every function of ``files``."""
+    subprocess_tests: tuple[str, ...] = ()
+    """Tests whose work runs in child processes (torchrun's ranks), which mutmut's selection
+    (the tests seen calling a function in process) never picks: after mutmut, each surviving
+    mutant is run against these too, and a failure kills it."""
 
     def patterns(self) -> list[str]:
         """mutmut's mutant-name filters for this target."""
@@ -239,6 +243,10 @@ TARGETS: tuple[Target, ...] = (
             "gagpo.trainer.x_update",
             "gagpo.trainer.x_recompute_old_logprobs",
         ),
+        # The update's gradient summed over ranks, FSDP's padding passes: 2 gloo ranks.
+        subprocess_tests=(
+            "tests/test_trainer.py::test_two_ranks_update_like_one_process_on_the_whole_batch",
+        ),
     ),
     Target(
         "step rows",
@@ -267,6 +275,11 @@ TARGETS: tuple[Target, ...] = (
         "warm start",
         ("gagpo/warm_start.py",),
         ("tests/test_warm_start.py",),
+        # Behaviour cloning over ranks (FSDP, a different number of demonstrations per rank).
+        subprocess_tests=(
+            "tests/test_trainer.py::test_torchrun_fsdp_with_lora_score_mode_and_warm_start",
+            "tests/test_trainer.py::test_bc_over_two_ranks_equals_one_process",
+        ),
     ),
     Target(
         "run folder",
@@ -388,6 +401,8 @@ def _run_one(target: Target, max_seconds: float | None = None, survivors: bool =
         results.update({k: v for k, v in data.exit_code_by_key.items() if target.selects(k)})
     if previous is not None:  # the new verdicts over the last report's
         results = {**previous["exit_codes"], **{k: results.get(k) for k in patterns}}
+    if target.subprocess_tests:
+        results.update(_run_subprocess_tests(target, results))
     untested = [k for k, v in results.items() if v is None]
     if untested:  # a stopped run: a mutant never run is no survivor
         error = (f"stopped after {len(results) - len(untested)} of {len(results)} mutants"
@@ -412,6 +427,30 @@ def _run_one(target: Target, max_seconds: float | None = None, survivors: bool =
         "omp_num_threads": os.environ.get("OMP_NUM_THREADS"),
     }
     path.write_text(json.dumps(out, indent=1))
+
+
+def _run_subprocess_tests(target: Target, results: dict[str, int | None]) -> dict[str, int]:
+    """Run ``target.subprocess_tests`` on each surviving mutant (mutmut's trampolines pick the
+    mutant named by ``MUTANT_UNDER_TEST`` in the child processes too); returns the verdicts
+    that change: 1 for a failing test, 36 (mutmut's timeout code) for one over 15 minutes."""
+    changed = {}
+    survivors = [k for k, v in results.items()
+                 if v is not None and v not in _KILLED and v not in _TIMEOUT]
+    for n, name in enumerate(survivors, start=1):
+        env = dict(os.environ, MUTANT_UNDER_TEST=name, OMP_NUM_THREADS="1")
+        try:
+            proc = subprocess.run(
+                [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider",
+                 *target.subprocess_tests], cwd=MUTANTS, env=env, capture_output=True,
+                timeout=900, check=False)
+            code = 1 if proc.returncode != 0 else None
+        except subprocess.TimeoutExpired:
+            code = 36
+        print(f"subprocess tests {n}/{len(survivors)}: {name}: "
+              f"{'killed' if code else 'survived'}", flush=True)
+        if code:
+            changed[name] = code
+    return changed
 
 
 def _git_commit() -> str:

@@ -369,6 +369,34 @@ def test_two_ranks_update_like_one_process_on_the_whole_batch(tmp_path, parallel
         torch.testing.assert_close(split[k], whole[k], atol=2e-5, rtol=1e-4, msg=k)
 
 
+@pytest.mark.parametrize("parallel", ["ddp", "fsdp"])
+def test_bc_over_two_ranks_equals_one_process(tmp_path, parallel):
+    """The warm start with its demonstrations split unevenly over 2 gloo ranks clones to the
+    parameters, and reports the NLL, of one process cloning on all of them (gradients summed
+    over ranks against the global token count; FSDP's padding passes add nothing)."""
+    from distributed_bc import config, demonstrations
+
+    from gagpo.agents.models import load_model
+    from gagpo.warm_start import behaviour_cloning
+
+    model, tok = load_model("tiny")
+    model.train()
+    nll = behaviour_cloning(model, demonstrations(tok.eos_token_id), config(), world=1,
+                            amp=None, pad_id=tok.pad_token_id)
+    out = tmp_path / f"{parallel}.pt"
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+           str(ROOT / "tests" / "distributed_bc.py"), parallel, str(out)]
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(ROOT))
+    proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=180)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    saved = torch.load(out)
+    assert saved["nll"] == pytest.approx(nll, rel=1e-5)
+    whole = {n: p.detach() for n, p in model.named_parameters()}
+    assert saved["params"].keys() == whole.keys()
+    for k in whole:
+        torch.testing.assert_close(saved["params"][k], whole[k], atol=2e-5, rtol=1e-4, msg=k)
+
+
 def test_torchrun_fsdp_with_lora_score_mode_and_warm_start(tmp_path):
     """The other FSDP path: LoRA adapters on a sharded base, a warm start with a different
     number of demonstrations per rank, score-mode rollouts; the checkpoint and the final
