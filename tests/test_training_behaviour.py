@@ -399,3 +399,36 @@ def test_the_update_applies_every_loss_setting(settings):
     longest_prompt = max(len(p) for p in batch["prompt"])
     assert stats.padded_tokens == len(batch["adv"]) * (mask.shape[1] + longest_prompt)
     assert stats.clip_frac > 0
+
+
+def test_minibatches_shuffle_from_the_seed_and_micro_batches_pack_by_length():
+    """With several minibatches, which rows share an optimizer step comes from the update's
+    own seed (the same result whatever torch's global stream holds, which it leaves alone);
+    inside a minibatch, rows are packed in order of length, so a micro-batch pads little."""
+    from gagpo.losses import micro_batches
+
+    tok = load_model("tiny")[1]
+    batch = _random_batch(tok, n=8, seed=2)
+    cfg = TrainConfig(num_minibatches=2, ppo_epochs=2, micro_batch_tokens=40, kl_coef=0.0)
+    results = []
+    for global_seed in (1, 2):
+        torch.manual_seed(global_seed)
+        state = torch.get_rng_state()
+        model = load_model("tiny")[0]
+        stats = trainer.update(model, None, torch.optim.SGD(model.parameters(), lr=0.1), batch,
+                               cfg, world=1, epoch_seed=5, amp=None, pad_id=tok.pad_token_id)
+        assert torch.equal(torch.get_rng_state(), state)
+        results.append(({n: p.detach().clone() for n, p in model.named_parameters()}, stats))
+    (first, stats), (second, _) = results
+    assert all(torch.equal(first[n], second[n]) for n in first)
+    # The padded tokens are those of packing each minibatch's rows shortest first.
+    expected = 0
+    for epoch in range(2):
+        order = torch.randperm(8, generator=torch.Generator().manual_seed(5 + epoch)).numpy()
+        for mb in np.array_split(order, 2):
+            mb = sorted(mb, key=lambda i: _lengths(batch)[i])
+            for idx in micro_batches([_lengths(batch)[i] for i in mb], 40):
+                rows = [mb[j] for j in idx]
+                expected += len(rows) * (max(len(batch["reply"][i]) for i in rows)
+                                         + max(len(batch["prompt"][i]) for i in rows))
+    assert stats.padded_tokens == expected
