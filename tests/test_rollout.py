@@ -13,7 +13,7 @@ import torch.nn.functional as F
 from gagpo.agents.policies.base import Policy, Reply, Request
 from gagpo.agents.policies.scripted import ExpertPolicy, RandomPolicy
 from gagpo.agents.react import ReActAgent
-from gagpo.agents.rollout import StepTable, rollout
+from gagpo.agents.rollout import COLUMNS, StepRow, StepTable, rollout
 from gagpo.envs.vector import GroupVectorEnv
 
 torch.set_num_threads(1)
@@ -203,3 +203,35 @@ def test_step_rows_record_the_state_each_action_was_taken_in():
     assert [e["length"] for e in table.episodes()] == [3, 3, 3, 3, 1, 1, 2, 2]
     assert [e["return"] for e in table.episodes()] == [1.0, 1.0, 0, 0, 0, 0, 1.0, 1.0]
     assert [e["invalid_actions"] for e in table.episodes()] == [1, 1, 3, 3, 0, 0, 0, 0]
+
+
+def test_episode_summaries_and_json_rows():
+    """One summary per trajectory, in trajectory order, whatever order the rows came in: its
+    group and task, its length, the sum of its rewards, the last step's score and won, lost
+    to a dead worker if any of its rows was, and its rejected actions; ``to_dict`` holds every
+    column and the prompt's messages."""
+    def row(trajectory, t, reward, score, won, valid=True, failed=False):
+        return StepRow(group=trajectory // 2, trajectory=trajectory, t=t,
+                       task_id=f"task-{trajectory // 2}", task_type="kind",
+                       state_key="k", observation="o",
+                       request=Request([{"role": "user", "content": f"p{trajectory}{t}"}]),
+                       reply="r", action="a", well_formed=True, action_valid=valid,
+                       reward=reward, done=False, terminated=False, won=won, score=score,
+                       failed=failed)
+
+    rows = [row(1, 0, 0.5, 0.2, False), row(0, 0, 1.0, 0.1, False, valid=False),
+            row(1, 1, 0.25, 0.9, True), row(0, 1, -0.5, 0.4, False, failed=True),
+            row(2, 0, 0.0, 0.0, False)]
+    table = StepTable(rows=rows, num_envs=3, group_size=2)
+    common = {"task_type": "kind"}
+    assert table.episodes() == [
+        {"trajectory": 0, "group": 0, "task_id": "task-0", "length": 2, "return": 0.5,
+         "score": 0.4, "won": False, "failed": True, "invalid_actions": 1, **common},
+        {"trajectory": 1, "group": 0, "task_id": "task-0", "length": 2, "return": 0.75,
+         "score": 0.9, "won": True, "failed": False, "invalid_actions": 0, **common},
+        {"trajectory": 2, "group": 1, "task_id": "task-1", "length": 1, "return": 0.0,
+         "score": 0.0, "won": False, "failed": False, "invalid_actions": 0, **common},
+    ]
+    d = rows[0].to_dict()
+    assert d["prompt"] == [{"role": "user", "content": "p10"}] and "request" not in d
+    assert set(d) == {*(c for c in COLUMNS if c != "request")}
