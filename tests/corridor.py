@@ -1,10 +1,11 @@
 """Corridor-v0: a text environment made for the trainer's tests, where learning is certain.
 
-The agent walks a corridor of ``length`` rooms. In every room ``go north`` is the one right
-action (from the last room it wins the task), ``go south`` loses at once, and anything else is
-an invalid action that changes nothing. A policy that learns to go north wins every episode; a
-fresh tiny model, scoring the two replies (of equal length in tokens), goes north about a third
-of the time.
+The agent walks a corridor of ``length`` rooms. In every room ``take 3`` (door 3) is the one
+right action (from the last room it wins the task), ``take up`` (the ladder) loses at once, and
+anything else is an invalid action that changes nothing. A policy that learns to take door 3
+wins every episode. The two commands were picked among many for the fresh tiny model, which
+scores them about even (it takes door 3 about half of the time), so that learning and
+unlearning both show.
 
 Its behaviour depends on the reset's seed, as users' envs often do: the seed picks how the lamps
 burn (the observations show it, the state and so its key hold it) and the order in which the
@@ -25,7 +26,7 @@ from gagpo.envs.base import TextEnv, make_state_key, split_name, step_limit, tas
 WALLS = ("stone", "brick", "wooden", "glass", "marble", "iron", "paper", "clay")
 LAMPS = ("dim", "bright", "flickering", "steady", "cold", "warm")
 SPLITS = {"train": WALLS[:6], "test": WALLS[6:]}
-FORWARD, BACK = "go north", "go south"
+FORWARD, BACK = "take 3", "take up"
 MAX_STEPS = 4
 
 

@@ -50,7 +50,7 @@ def _metrics(out: Path) -> list[dict]:
 
 
 def _right_share(out: Path, iteration: int) -> float:
-    """Share of the iteration's steps that took the right action (go north)."""
+    """Share of the iteration's steps that took the right action."""
     return float(np.mean(_table(out, iteration)["action"] == corridor.FORWARD))
 
 
