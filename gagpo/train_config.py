@@ -80,7 +80,7 @@ class TrainConfig:
                             "params) | on | off", choices=["auto", "on", "off"])
     gradient_checkpointing: str = arg(
         "auto", "recompute each layer's activations in the backward pass instead of keeping "
-        "them (memory about 3x lower for ~1,000-token prompts, updates ~30% slower): auto (models "
+        "them (less memory on long prompts, slower updates): auto (models "
         "of 50M+ parameters) | on | off", choices=["auto", "on", "off"])
     generation: str = arg("transformers", "what samples the rollouts' replies: the trained "
                                           "model through transformers, or a vLLM engine "

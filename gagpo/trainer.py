@@ -96,8 +96,8 @@ def autocast_dtype(cfg: TrainConfig, model: Any, device: torch.device) -> torch.
 
 def checkpointing(cfg: TrainConfig, model: Any) -> bool:
     """Gradient checkpointing: on request, or (auto) for models of 50M+ parameters, whose
-    activations on long prompts outgrow a small machine (SmolLM2-135M, 12 rows of 1,000
-    tokens: 19 GB peak without, 6 GB with)."""
+    activations on long prompts outgrow a small machine (``python -m benchmarks.update_memory``
+    measures one update with and without it)."""
     if cfg.gradient_checkpointing != "auto":
         return cfg.gradient_checkpointing == "on"
     return sum(p.numel() for p in model.parameters()) >= 50_000_000
