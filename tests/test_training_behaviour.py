@@ -168,7 +168,7 @@ def test_the_gradient_does_not_depend_on_the_micro_batches(algo, aggregation):
     with torch.no_grad():
         for p in ref.parameters():  # a reference off the model, so the KL term has a gradient
             p.add_(0.01 * torch.randn_like(p))
-    moved = []
+    moved, logged = [], []
     for budget in (10**6, 1):
         model = load_model("tiny")[0]
         cfg = TrainConfig(algo=algo, aggregation=aggregation, kl_coef=0.1, entropy_coef=0.01,
@@ -179,9 +179,14 @@ def test_the_gradient_does_not_depend_on_the_micro_batches(algo, aggregation):
                                pad_id=tok.pad_token_id)
         moved.append({n: p.detach() - before[n] for n, p in model.named_parameters()})
         assert 0 < stats.clip_frac < 1 and stats.kl > 0
+        logged.append(stats)
     assert any(d.abs().max() > 0 for d in moved[0].values())
     for name, step in moved[0].items():
         torch.testing.assert_close(moved[1][name], step, rtol=1e-3, atol=2e-6)
+    # ... and the same statistics, summed over the micro-batches.
+    for field in ("pg_loss", "kl", "entropy", "clip_frac", "ratio_mean"):
+        assert getattr(logged[1], field) == pytest.approx(getattr(logged[0], field),
+                                                          rel=1e-4), field
 
 
 def _probe_ids() -> torch.Tensor:
@@ -373,7 +378,8 @@ def test_the_update_applies_every_loss_setting(settings):
     with torch.no_grad():
         for p in ref.parameters():
             p.add_(0.01 * torch.randn_like(p))
-    cfg = TrainConfig(**settings, micro_batch_tokens=10**6, max_grad_norm=0.0)
+    clip = 1e6 if settings["kl_coef"] else 0.0  # a norm clip that never binds, or none
+    cfg = TrainConfig(**settings, micro_batch_tokens=10**6, max_grad_norm=clip)
     # By hand: one forward pass over the whole batch, the loss over its global denominator.
     model = load_model("tiny")[0]
     logp, mask, ent = reply_logprobs(model, batch["prompt"], batch["reply"],
@@ -382,7 +388,7 @@ def test_the_update_applies_every_loss_setting(settings):
         ref_logp = reply_logprobs(ref, batch["prompt"], batch["reply"],
                                   pad_id=tok.pad_token_id)[0]
     denominator = float(mask.sum()) if settings["aggregation"] == "token-mean" else len(mask)
-    loss, _ = policy_loss(logp, right_align(batch["old_logp"], mask.shape[1]),
+    loss, parts = policy_loss(logp, right_align(batch["old_logp"], mask.shape[1]),
                           torch.tensor(batch["adv"]), mask, LossConfig(**settings),
                           ref_logp=ref_logp if settings["kl_coef"] else None, entropy=ent,
                           denominator=denominator)
@@ -398,7 +404,15 @@ def test_the_update_applies_every_loss_setting(settings):
                                    atol=2e-6)
     longest_prompt = max(len(p) for p in batch["prompt"])
     assert stats.padded_tokens == len(batch["adv"]) * (mask.shape[1] + longest_prompt)
-    assert stats.clip_frac > 0
+    # The logged statistics: per token of the batch, the loss's own figures.
+    tokens = parts["tokens"]
+    assert stats.pg_loss == pytest.approx(parts["pg"] * denominator / tokens, rel=1e-5)
+    for field, key in (("kl", "kl"), ("entropy", "entropy"), ("clip_frac", "clip_frac"),
+                       ("ratio_mean", "ratio")):
+        assert getattr(stats, field) == pytest.approx(parts[key] / tokens, rel=1e-5), field
+    assert stats.clip_frac > 0 and stats.entropy > 0
+    norm = float(torch.sqrt(sum((g ** 2).sum() for g in expected.values())))
+    assert stats.grad_norm == (pytest.approx(norm, rel=1e-4) if clip else 0.0)
 
 
 def test_minibatches_shuffle_from_the_seed_and_micro_batches_pack_by_length():
