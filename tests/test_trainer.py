@@ -391,10 +391,21 @@ def test_bc_over_two_ranks_equals_one_process(tmp_path, parallel):
     assert proc.returncode == 0, proc.stderr[-3000:]
     saved = torch.load(out)
     assert saved["nll"] == pytest.approx(nll, rel=1e-5)
-    whole = {n: p.detach() for n, p in model.named_parameters()}
-    assert saved["params"].keys() == whole.keys()
-    for k in whole:
-        torch.testing.assert_close(saved["params"][k], whole[k], atol=2e-5, rtol=1e-4, msg=k)
+    # The cloned models fit the demonstrations alike. (Not parameter by parameter: AdamW
+    # divides each gradient by its own scale, so a parameter whose gradient is ~0 moves by
+    # +-lr on rounding noise alone, whatever order the ranks summed in.)
+    split = load_model("tiny")[0]
+    split.load_state_dict(saved["params"], strict=False)  # lm_head is tied to the embedding
+    demos = demonstrations(tok.eos_token_id)
+
+    def fit(net) -> float:
+        with torch.no_grad():
+            logp, mask, _ = reply_logprobs(net, [p for p, _ in demos], [r for _, r in demos],
+                                           pad_id=tok.pad_token_id)
+        return float(-(logp * mask).sum() / mask.sum())
+
+    start = fit(load_model("tiny")[0])
+    assert fit(split) == pytest.approx(fit(model), rel=1e-3) and fit(model) < start - 1.0
 
 
 def test_torchrun_fsdp_with_lora_score_mode_and_warm_start(tmp_path):
