@@ -239,3 +239,60 @@ def test_episode_summaries_and_json_rows():
     d = rows[0].to_dict()
     assert d["prompt"] == [{"role": "user", "content": "p10"}] and "request" not in d
     assert set(d) == {*(c for c in COLUMNS if c != "request")}
+
+
+class _Crashing(corridor.Corridor):
+    """Corridor-v0 whose env raises on ``crash``: the vector env fails that episode."""
+
+    def _step(self, action: str):
+        if action == "crash":
+            raise RuntimeError("the env broke")
+        return super()._step(action)
+
+
+class _CrashSecond(Policy):
+    """Env 1 sends ``crash`` on its second step; every other step takes the right door."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def act(self, requests: list[Request]) -> list[Reply]:
+        self.calls += 1
+        return [Reply(f"<think></think><action>"
+                      f"{'crash' if self.calls == 2 and k == 1 else corridor.FORWARD}</action>")
+                for k in range(len(requests))]
+
+
+def test_an_episode_lost_to_its_env_is_failed_whole_and_scores_nothing():
+    """Every row of an episode whose env failed is marked failed (the trainer drops them);
+    the failed step itself is not accepted, not won and scores 0, and keeps the task and state
+    the prompt showed."""
+    import gymnasium as gym
+
+    gym.register("CorridorCrash-v0", entry_point=_Crashing, disable_env_checker=True)
+    try:
+        with GroupVectorEnv("CorridorCrash-v0", 1, 2) as vec, pytest.warns(RuntimeWarning):
+            table = rollout(_CrashSecond(), ReActAgent("CorridorCrash-v0", history_length=0),
+                            vec, [0], seeds=[3])
+    finally:
+        gym.registry.pop("CorridorCrash-v0")
+    lost = [r for r in table.rows if r.trajectory == 1]
+    kept = [r for r in table.rows if r.trajectory == 0]
+    assert [r.failed for r in lost] == [True, True] and not any(r.failed for r in kept)
+    last = lost[-1]
+    assert (last.action_valid, last.won, last.score, last.done) == (False, False, 0.0, True)
+    assert (last.task_id, last.state_key) == (lost[0].task_id, kept[1].state_key)
+    assert kept[-1].won and [e["failed"] for e in table.episodes()] == [False, True]
+    assert table.num_envs == 2 and table.group_size == 2
+    assert kept[0].reply == f"<think></think><action>{corridor.FORWARD}</action>"
+
+
+class _Mute(Policy):
+    def act(self, requests: list[Request]) -> list[Reply]:
+        return [Reply("<think></think><action>take 3</action>")]
+
+
+def test_a_policy_that_answers_too_few_requests_is_named():
+    with GroupVectorEnv("corridor:Corridor-v0", 1, 2) as vec, pytest.raises(
+            RuntimeError, match=r"^the policy gave 1 replies to 2$"):
+        rollout(_Mute(), ReActAgent("corridor:Corridor-v0"), vec, [0])
