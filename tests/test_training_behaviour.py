@@ -132,10 +132,11 @@ def test_first_epoch_ratio_is_one_at_the_sampling_temperature(tmp_path, mode, te
     replies' scores), so the ratio is 1 and nothing is clipped."""
     trainer.train(_cfg(tmp_path, mode=mode, temperature=temperature, iterations=1,
                        max_new_tokens=6, n_groups=2, group_size=2,
-                       recompute_old_logp=recompute, clip_eps=0.01))
+                       recompute_old_logp=recompute, clip_eps=0.01, kl_coef=0.05))
     [m] = _metrics(tmp_path)
     assert m["loss/ratio_mean"] == pytest.approx(1.0, abs=1e-4)
     assert m["loss/clip_frac"] == 0.0
+    assert m["loss/kl"] == pytest.approx(0.0, abs=1e-6)  # the reference, scored alike
     if recompute:
         assert m["rollout/logprob_gap"] == pytest.approx(0.0, abs=1e-4)
 
@@ -446,3 +447,77 @@ def test_minibatches_shuffle_from_the_seed_and_micro_batches_pack_by_length():
                 expected += len(rows) * (max(len(batch["reply"][i]) for i in rows)
                                          + max(len(batch["prompt"][i]) for i in rows))
     assert stats.padded_tokens == expected
+
+
+@pytest.mark.parametrize("algo, settings", [
+    ("gigpo", dict(norm="mean", omega=0.5, invalid_penalty_target="step")),
+    ("gagpo", dict(norm="mean_std", gamma=0.7, lam=0.3, invalid_penalty_target="step")),
+])
+def test_advantages_use_every_estimator_setting_and_the_step_penalty(algo, settings):
+    """``advantages_of`` hands the estimator the run's settings (normalisation, GiGPO's omega,
+    gamma, lambda) and the invalid penalty charged to each step, and the update trains on
+    what it returns."""
+    table = _rows((0, 0, "s0", "o0", 0.0), (0, 1, "k", "o1", 0.0),
+                  (1, 0, "s0", "o0", 1.0), (1, 1, "k", "o1", 1.0), (1, 2, "z", "o2", 1.0))
+    table.rows[1].well_formed = False  # a malformed reply: penalised
+    cfg = TrainConfig(algo=algo, **settings)
+    rewards, penalty = trainer.rewards_and_penalties(table, cfg)
+    assert penalty.tolist() == [0.0, cfg.invalid_penalty, 0.0, 0.0, 0.0]
+    adv, _ = trainer.advantages_of(table, rewards, cfg, penalty)
+    expected = compute_advantages(
+        algo, group=table.column("group"), trajectory=table.column("trajectory"),
+        step=table.column("t"), key=table.column("state_key", object), reward=rewards,
+        penalty=penalty, episode_stats=cfg.episode_stats,
+        **{k: getattr(cfg, k) for k in ("gamma", "lam", "norm", "omega")})
+    assert adv.tolist() == pytest.approx(expected.tolist())
+    default = compute_advantages(
+        algo, group=table.column("group"), trajectory=table.column("trajectory"),
+        step=table.column("t"), key=table.column("state_key", object), reward=rewards)
+    assert adv.tolist() != pytest.approx(default.tolist())
+
+
+def test_only_steps_with_prompt_and_reply_tokens_are_trained_on():
+    """Rows of a policy that gave no tokens (a scripted teacher, a server without token ids)
+    or no prompt tokens cannot be scored again: the batch leaves them out, keeping row order."""
+    from types import SimpleNamespace
+
+    from gagpo.agents.rollout import StepTable
+
+    rows = [SimpleNamespace(prompt_token_ids=p, token_ids=r, logprobs=[-1.0] * len(r))
+            for p, r in (([1, 2], [3]), (None, [4]), ([5], []), ([6, 7], [8, 9]))]
+    batch = trainer.training_batch(StepTable(rows=rows, num_envs=4, group_size=1),
+                                   np.array([0.5, 1.0, 2.0, -1.0]))
+    assert batch == {"prompt": [[1, 2], [6, 7]], "reply": [[3], [8, 9]],
+                     "old_logp": [[-1.0], [-1.0, -1.0]], "adv": [0.5, -1.0]}
+
+
+def test_an_empty_batch_updates_nothing_and_logs_zeros():
+    model, tok = load_model("tiny")
+    before = {n: p.detach().clone() for n, p in model.named_parameters()}
+    stats = trainer.update(model, None, torch.optim.SGD(model.parameters(), lr=1.0),
+                           {"prompt": [], "reply": [], "old_logp": [], "adv": []},
+                           TrainConfig(max_grad_norm=0.0), world=1, epoch_seed=0, amp=None,
+                           pad_id=tok.pad_token_id)
+    assert stats == trainer.UpdateStats(0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
+    assert all(torch.equal(before[n], p) for n, p in model.named_parameters())
+
+
+def test_the_logged_gradient_norm_is_the_mean_over_the_optimizer_steps(monkeypatch):
+    """``loss/grad_norm``: each optimizer step's norm before clipping (clipped to
+    ``max_grad_norm`` whenever that is above 0), averaged over the epochs' minibatches."""
+    norms = []
+    clip = trainer.grad_norm_clip
+
+    def spy(params, max_norm):
+        norms.append(clip(params, max_norm))
+        return norms[-1]
+
+    monkeypatch.setattr(trainer, "grad_norm_clip", spy)
+    tok = load_model("tiny")[1]
+    batch = _random_batch(tok, n=8, seed=3)
+    model = load_model("tiny")[0]
+    stats = trainer.update(model, None, torch.optim.SGD(model.parameters(), lr=0.01), batch,
+                           TrainConfig(ppo_epochs=2, num_minibatches=2, max_grad_norm=0.5,
+                                       kl_coef=0.0), world=1, epoch_seed=0, amp=None,
+                           pad_id=tok.pad_token_id)
+    assert len(norms) == 4 and stats.grad_norm == pytest.approx(sum(norms) / 4)
