@@ -31,6 +31,7 @@ import copy
 import inspect
 import math
 import time
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -269,13 +270,10 @@ class TransformersPolicy(Policy):
             logits, mask, positions = logits[index], mask[index], positions[index]
         self._sync()
         decoding = time.perf_counter()
-        counts = [0] * len(unique)
-        for u in source:
-            counts[u] += 1
         stats = self.stats
         stats.prompts += n
         stats.prefills += len(unique)
-        stats.shared_prompts += sum(c for c in counts if c > 1)
+        stats.shared_prompts += sum(c for c in Counter(source).values() if c > 1)
         stats.prompt_tokens += sum(len(p) for p in prompts)
         stats.prefill_tokens += sum(len(p) for p in unique)
         stats.prefill_seconds += decoding - started

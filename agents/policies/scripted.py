@@ -31,7 +31,11 @@ _SHOP_BUTTONS = {
     "features": "I read the features to check the product against the request.",
     "reviews": "I read the reviews to check the product against the request.",
 }
-# ALFWorld's commands by their verb: (thought, number of object words the verb takes).
+# ALFWorld's commands: those without an object, then the others by their verb ({0}: the object).
+_HOUSE_COMMANDS = {
+    "look": "I check where I am and what I hold.",
+    "inventory": "I check what I am holding.",
+}
 _HOUSE_VERBS = {
     "go to": "I go to the {0} to find what the task needs or to put it there.",
     "take": "I take the {0}: the task needs it.",
@@ -64,9 +68,8 @@ def explain(action: str) -> str:
             obj = action[len(verb) + 1:].split(" from ")[0].split(" with ")[0]
             obj = re.split(r" (?:in|on|in/on) ", obj)[0] if verb == "put" else obj
             return thought.format(obj.strip())
-    if action in ("look", "inventory"):
-        return "I check where I am and what I hold." if action == "look" else \
-            "I check what I am holding."
+    if action in _HOUSE_COMMANDS:
+        return _HOUSE_COMMANDS[action]
     return "This brings me closer to finishing the task." if action else ""
 
 
