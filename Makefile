@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo test test-vllm lint bench mutate browser clean
+.PHONY: install demo test test-vllm lint bench mutate real-model browser clean
 
 EXTRAS ?= test,agents,train,ray,alfworld,bench
 
@@ -76,6 +76,14 @@ MUTATE ?=
 mutate: $(STAMP)
 	$(PY) -c "import mutmut" 2>/dev/null || $(PY) -m pip install -q "mutmut>=3.8,<4"
 	$(PY) -m benchmarks.mutation $(MUTATE)
+
+# A real language model learns to shop: SmolLM2-135M-Instruct warm-started on the expert's
+# WebShop episodes, then GAGPO, GiGPO and GRPO from that checkpoint, each evaluated on 200 held-out
+# goals. Hours on a 2-core CPU, in stages that resume where they stopped (run it again); the
+# weights go to runs/real_model/, the table and curves to benchmarks/results/real_model/.
+REAL ?=
+real-model: $(STAMP)
+	OMP_NUM_THREADS=2 $(PY) -m benchmarks.real_model --out benchmarks/results/real_model $(REAL)
 
 clean:
 	rm -rf $(VENV) $(VLLM_VENV) build *.egg-info mutants

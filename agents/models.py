@@ -270,6 +270,35 @@ def resolve_dtype(dtype: torch.dtype | str | None) -> torch.dtype | None:
     return value
 
 
+BF16_CPU_FLAGS = ("amx_bf16", "avx512_bf16")
+"""CPU features that run bf16 matrix products natively: on a 2-core AVX512-BF16 machine
+autocast doubled SmolLM2-135M's prefill (305 -> 643 prompt tokens/s, 8 prompts of 600 tokens);
+without them bf16 is emulated and slower than float32."""
+
+
+def bf16_autocast(setting: str, model: Any, device: torch.device | str) -> torch.dtype | None:
+    """The autocast dtype for ``--bf16 auto|on|off``: ``torch.bfloat16`` or None (float32).
+
+    ``auto`` is bf16 on a CUDA device that supports it, and on a CPU with native bf16 products
+    (:data:`BF16_CPU_FLAGS`) for models of 50M+ parameters (smaller ones gain nothing, and
+    their tests compare float32 figures).
+    """
+    if setting not in ("auto", "on", "off"):
+        raise ValueError(f"bf16 must be auto, on or off, not {setting!r}")
+    if setting != "auto":
+        return torch.bfloat16 if setting == "on" else None
+    device = torch.device(device)
+    if device.type == "cuda":
+        return torch.bfloat16 if torch.cuda.is_bf16_supported() else None
+    if sum(p.numel() for p in model.parameters()) < 50_000_000:
+        return None
+    try:
+        flags = Path("/proc/cpuinfo").read_text().split()
+    except OSError:
+        return None
+    return torch.bfloat16 if any(f in flags for f in BF16_CPU_FLAGS) else None
+
+
 def default_device() -> torch.device:
     return torch.device("cuda" if torch.cuda.is_available() else "cpu")
 

@@ -124,20 +124,22 @@ class StepTable:
         return np.asarray(values, dtype=dtype)
 
     def episodes(self) -> list[dict[str, Any]]:
-        """One summary per trajectory: task, length, return, final score, won, failed."""
+        """One summary per trajectory: task, length, return, final score, won, failed, and how
+        many of its replies were malformed (no parsable action) or named no admissible action."""
         out: dict[int, dict[str, Any]] = {}
         for r in self.rows:
             e = out.setdefault(r.trajectory, {
                 "trajectory": r.trajectory, "group": r.group, "task_id": r.task_id,
                 "task_type": r.task_type,
                 "length": 0, "return": 0.0, "score": 0.0, "won": False, "failed": False,
-                "invalid_actions": 0,
+                "invalid_actions": 0, "malformed_replies": 0,
             })
             e["length"] += 1
             e["return"] += r.reward
             e["score"], e["won"] = r.score, r.won
             e["failed"] = e["failed"] or r.failed
             e["invalid_actions"] += not r.action_valid
+            e["malformed_replies"] += not r.well_formed
         return [out[k] for k in sorted(out)]
 
     def write_jsonl(self, path: str | Path) -> None:

@@ -59,7 +59,8 @@ def _eval(args: argparse.Namespace) -> int:
     evaluate(
         args.env, spec, split=args.split, episodes=args.episodes, batch=args.batch,
         backend=args.backend, env_kwargs=env_kwargs, out=args.out,
-        history_length=args.history_length,
+        history_length=args.history_length, max_prompt_tokens=args.max_prompt_tokens,
+        bf16=args.bf16,
     )
     return 0
 
@@ -112,6 +113,12 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--max-new-tokens", type=int, default=256)
     ev.add_argument("--history-length", type=int, default=2,
                     help="(observation, action) pairs in the prompt")
+    ev.add_argument("--max-prompt-tokens", type=int, default=None,
+                    help="model policies: cap on the chat-formatted prompt in tokens (history "
+                         "dropped oldest first; the task, the page and its actions stay)")
+    ev.add_argument("--bf16", choices=["auto", "on", "off"], default="auto",
+                    help="model policies: bf16 autocast (auto: CUDA with bf16, CPUs with AMX "
+                         "or AVX512-BF16, for models of 50M+ parameters)")
     ev.add_argument("--seed", type=int, default=0)
     ev.add_argument("--env-arg", action="append", metavar="KEY=VALUE",
                     help="extra gymnasium.make() argument (repeatable), e.g. goals=synthetic")

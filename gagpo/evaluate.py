@@ -20,7 +20,12 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from tqdm import tqdm
 
-from gagpo.agents.policies.factory import PolicySpec, build_policy, env_kwargs_for
+from gagpo.agents.policies.factory import (
+    PolicySpec,
+    build_policy,
+    env_kwargs_for,
+    runs_transformers,
+)
 from gagpo.common.numbers import check_number
 
 if TYPE_CHECKING:
@@ -38,7 +43,10 @@ def wilson(successes: int, n: int) -> tuple[float, float]:
     denom = 1 + Z95**2 / n
     centre = (p + Z95**2 / (2 * n)) / denom
     half = Z95 * math.sqrt(p * (1 - p) / n + Z95**2 / (4 * n * n)) / denom
-    return max(0.0, centre - half), min(1.0, centre + half)
+    # At 0 or n successes one end is exactly 0 or 1; the formula reaches it only up to rounding.
+    lo = 0.0 if successes == 0 else max(0.0, centre - half)
+    hi = 1.0 if successes == n else min(1.0, centre + half)
+    return lo, hi
 
 
 def mean_interval(x: np.ndarray) -> tuple[float, float, float]:
@@ -53,7 +61,9 @@ def mean_interval(x: np.ndarray) -> tuple[float, float, float]:
 
 
 def summarise(episodes: list[dict[str, Any]]) -> dict[str, Any]:
-    """Per task type and overall: episodes, success rate and mean score with 95% intervals."""
+    """Per task type and overall: episodes, success rate and mean score with 95% intervals,
+    mean length, and over the steps the shares of well-formed replies and of admissible
+    actions (Wilson intervals; a step's rows are not independent, so read them as rough)."""
     by_type: dict[str, list[dict]] = defaultdict(list)
     for e in episodes:
         by_type[e["task_type"]].append(e)
@@ -69,6 +79,11 @@ def summarise(episodes: list[dict[str, Any]]) -> dict[str, Any]:
             "mean_length": float(np.mean([e["length"] for e in group])) if group else 0.0,
             "failed": sum(bool(e["failed"]) for e in group),
         }
+        steps = sum(e["length"] for e in group)
+        for key, bad in (("well_formed", "malformed_replies"), ("admissible", "invalid_actions")):
+            good = steps - sum(e[bad] for e in group)
+            rows[name][key] = good / max(1, steps)
+            rows[name][f"{key}_ci95"] = list(wilson(good, steps))
     return rows
 
 
@@ -150,9 +165,16 @@ def evaluate(
     env_kwargs: dict[str, Any] | None = None,
     out: str | Path | None = None,
     history_length: int = 2,
+    max_prompt_tokens: int | None = None,
+    bf16: str = "auto",
     progress: bool = True,
 ) -> dict[str, Any]:
     """Evaluate a policy on the first ``episodes`` tasks of ``split``, ``batch`` at a time.
+
+    A model run by transformers answers ``batch`` prompts per forward pass, stops each reply at
+    its ``</action>`` (as the trainer's policy does), and runs under bf16 autocast as ``bf16``
+    says (:func:`~gagpo.agents.models.bf16_autocast`). ``max_prompt_tokens`` caps its
+    prompts as the trainer's ``--max-prompt-tokens`` does.
 
     Raises:
         ValueError: an unknown env, a count out of range, or a policy spec that cannot work.
@@ -170,12 +192,29 @@ def evaluate(
         env_kwargs["split"] = split
     # The policy first: a bad spec fails before any env is built, and a vLLM engine starts
     # before WebShop's search imports numba (see gagpo.agents.policies.vllm).
-    policy = build_policy(policy_spec)
+    if max_prompt_tokens is not None:
+        check_number("max_prompt_tokens", max_prompt_tokens, ">= 1", integer=True)
+        if not runs_transformers(policy_spec):
+            raise ValueError("--max-prompt-tokens counts a transformers model's tokens: "
+                             f"{policy_spec.name!r} has no tokenizer here")
+    model_backed = runs_transformers(policy_spec)
+    policy = build_policy(policy_spec, **({"batch_size": batch} if model_backed else {}))
     env_kwargs = env_kwargs_for(policy, env_kwargs)
     with probe(env_id, **env_kwargs) as env:  # what the env declares, read once
         tasks = list(env.split_tasks(None))[:episodes]
         label, max_steps = env.report_label, env.max_steps
-    agent = ReActAgent(env_id, history_length=history_length, max_steps=max_steps)
+    agent = ReActAgent(env_id, history_length=history_length, max_steps=max_steps,
+                       max_prompt_tokens=max_prompt_tokens,
+                       tokenizer=policy.tokenizer if max_prompt_tokens else None)
+    autocast = contextlib.nullcontext()
+    if model_backed:
+        import torch
+
+        from gagpo.agents.models import bf16_autocast
+
+        amp = bf16_autocast(bf16, policy.model, policy.device)
+        autocast = torch.autocast(policy.device.type, dtype=amp or torch.bfloat16,
+                                  enabled=amp is not None)
     all_episodes: list[dict[str, Any]] = []
     out_dir = Path(out) if out else None
     if out_dir:
@@ -188,13 +227,14 @@ def evaluate(
         new_vec=lambda n: GroupVectorEnv(env_id, n, 1, backend=backend, env_kwargs=env_kwargs),
         on_step=lambda done: bar.update(done - bar.n))
     try:
-        for start, table in batches:
-            all_episodes.extend(table.episodes())
-            if out_dir:
-                with open(out_dir / "trajectories.jsonl", "a", encoding="utf-8") as f:
-                    for r in table.rows:
-                        row = r.to_dict() | {"task_index": start + r.group}
-                        f.write(json.dumps(row, ensure_ascii=False) + "\n")
+        with autocast:
+            for start, table in batches:
+                all_episodes.extend(table.episodes())
+                if out_dir:
+                    with open(out_dir / "trajectories.jsonl", "a", encoding="utf-8") as f:
+                        for r in table.rows:
+                            row = r.to_dict() | {"task_index": start + r.group}
+                            f.write(json.dumps(row, ensure_ascii=False) + "\n")
     finally:
         bar.close()
         batches.close()  # closes the envs

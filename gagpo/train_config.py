@@ -76,8 +76,9 @@ class TrainConfig:
     lora_dropout: float = arg(0.0, "LoRA dropout", valid="in [0, 1)")
     length_normalize: bool = arg(False, "score mode: rank actions by mean (not summed) token "
                                         "log-prob, so long actions are not penalised")
-    bf16: str = arg("auto", "bf16 autocast: auto (CUDA with bf16; CPU with AMX from 50M "
-                            "params) | on | off", choices=["auto", "on", "off"])
+    bf16: str = arg("auto", "bf16 autocast: auto (CUDA with bf16; CPUs with AMX or "
+                            "AVX512-BF16, for models of 50M+ params) | on | off",
+                    choices=["auto", "on", "off"])
     gradient_checkpointing: str = arg(
         "auto", "recompute each layer's activations in the backward pass instead of keeping "
         "them (less memory on long prompts, slower updates): auto (models "
@@ -94,6 +95,10 @@ class TrainConfig:
     max_new_tokens: int = arg(256, "reply length limit (generate mode)", valid=">= 1")
     top_p: float = arg(1.0, "nucleus sampling mass in training rollouts", valid="in (0, 1]")
     history_length: int = arg(2, "(observation, action) pairs shown in the prompt", valid=">= 0")
+    max_prompt_tokens: int | None = arg(None, "cap on the chat-formatted prompt in tokens: "
+                                              "history dropped oldest first (the task, the "
+                                              "page and its actions always stay)",
+                                        valid=">= 1")
     temperature: float = arg(1.0, "sampling temperature of training rollouts", valid=">= 0")
     eval_temperature: float = arg(0.4, "sampling temperature of evaluation (0: greedy)",
                                   valid=">= 0")

@@ -30,6 +30,7 @@ import numpy as np
 import torch
 
 from gagpo.advantages import compute_advantages
+from gagpo.agents.models import bf16_autocast
 from gagpo.agents.policies.factory import env_kwargs_for
 from gagpo.distributed import (
     all_reduce_sum,
@@ -77,21 +78,6 @@ if TYPE_CHECKING:
 
 # ---------------------------------------------------------------------------------------------
 # Set-up: processes, model, policy.
-
-
-def autocast_dtype(cfg: TrainConfig, model: Any, device: torch.device) -> torch.dtype | None:
-    """bf16 where the hardware has it (CUDA; CPUs with AMX, for models of 50M+ parameters)."""
-    if cfg.bf16 == "off":
-        return None
-    if cfg.bf16 == "on":
-        return torch.bfloat16
-    if device.type == "cuda":
-        return torch.bfloat16 if torch.cuda.is_bf16_supported() else None
-    with contextlib.suppress(OSError):
-        big = sum(p.numel() for p in model.parameters()) >= 50_000_000
-        if big and "amx_bf16" in Path("/proc/cpuinfo").read_text():
-            return torch.bfloat16
-    return None
 
 
 def checkpointing(cfg: TrainConfig, model: Any) -> bool:
@@ -453,10 +439,12 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
     torch.manual_seed(cfg.seed)
 
     model, tokenizer = build_model(cfg, device)
-    amp = autocast_dtype(cfg, model, device)
+    amp = bf16_autocast(cfg.bf16, model, device)
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else \
         tokenizer.eos_token_id
-    agent = ReActAgent(cfg.env, history_length=cfg.history_length, max_steps=cfg.max_steps)
+    agent = ReActAgent(cfg.env, history_length=cfg.history_length, max_steps=cfg.max_steps,
+                       max_prompt_tokens=cfg.max_prompt_tokens,
+                       tokenizer=tokenizer if cfg.max_prompt_tokens else None)
     policy = make_policy(model, tokenizer, cfg, temperature=cfg.temperature,
                          seed=cfg.seed + rank, top_p=cfg.top_p)
     # With vLLM the engine samples the rollouts; ``policy`` still tokenises demonstrations.
@@ -506,7 +494,8 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
             with make_vec(cfg, len(mine), 1, teacher_kwargs) as teacher_envs:
                 demos = expert_demonstrations(cfg, policy, teacher, agent, mine, teacher_envs)
             model.train()
-            nll = behaviour_cloning(model, demos, cfg, world=world, amp=amp, pad_id=pad_id)
+            nll = behaviour_cloning(model, demos, cfg, world=world, amp=amp, pad_id=pad_id,
+                                    rank=rank)
             evals["bc"] = {"demonstration_steps": len(demos), "final_nll": nll}
             if ref_model is not None:
                 load_full_state(ref_model, full_state(model, trainable_only=False))
@@ -620,7 +609,9 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
             write_json(out / "evals.json", evals, indent=1)
         if len(set(digests)) > 1:
             print(f"warning: parameters differ across ranks: {digests}")
-    if cfg.iterations > start:
+    # A fresh run saves its model even with no iterations: a warm start alone (``--iterations
+    # 0 --bc-episodes N``) is the checkpoint later runs start from (``--model RUN_DIR/final``).
+    if cfg.iterations > start or state is None:
         save_pretrained(model, tokenizer, out / "final", rank)
     shutdown_distributed()
     return evals

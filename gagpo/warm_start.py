@@ -9,6 +9,7 @@ import json
 from typing import Any
 
 import torch
+from tqdm import tqdm
 
 from gagpo.agents.policies.base import Policy
 from gagpo.distributed import (
@@ -34,7 +35,10 @@ def make_teacher(cfg: TrainConfig) -> Policy:
     from gagpo.agents.policies.factory import PolicySpec, build_policy
 
     if cfg.bc_teacher == "expert":
-        return build_policy(PolicySpec("expert"), search_with_instruction=cfg.mode == "score")
+        # The expert knows the goal product's title; a policy never sees it, so a search
+        # that names it teaches nothing a model can repeat. Its demonstrations search the
+        # request's own words (in score mode also the only search the policy can score).
+        return build_policy(PolicySpec("expert"), search_with_instruction=True)
     return build_policy(PolicySpec(cfg.bc_teacher))  # "rule" or "rule_options"
 
 
@@ -77,7 +81,7 @@ def expert_demonstrations(cfg: TrainConfig, policy: Any, teacher: Policy, agent:
 
 
 def behaviour_cloning(model: Any, demos: list[Demonstration], cfg: TrainConfig, *, world: int,
-                      amp: torch.dtype | None, pad_id: int) -> float:
+                      amp: torch.dtype | None, pad_id: int, rank: int = 0) -> float:
     """Maximise log pi(expert reply | prompt), token-mean, ``bc_epochs`` passes; returns the
     last batch's mean negative log-likelihood (over all ranks' demonstrations)."""
     params = [p for p in model.parameters() if p.requires_grad]
@@ -87,6 +91,8 @@ def behaviour_cloning(model: Any, demos: list[Demonstration], cfg: TrainConfig, 
     nll = float("nan")
     # Ranks hold different numbers of demonstrations; all take as many optimizer steps.
     steps = int(all_reduce_max(float(-(-len(demos) // cfg.bc_batch)), world))
+    bar = tqdm(total=cfg.bc_epochs * steps, desc="warm start", unit="step",
+               disable=not (cfg.progress and rank == 0))
     for _ in range(cfg.bc_epochs):
         order = torch.randperm(len(demos), generator=gen).tolist()
         for step in range(steps):
@@ -107,4 +113,7 @@ def behaviour_cloning(model: Any, demos: list[Demonstration], cfg: TrainConfig, 
             grad_norm_clip(params, 1.0)
             opt.step()
             nll = all_reduce_sum(total, world)  # each rank holds its share of the mean
+            bar.set_postfix(nll=f"{nll:.3f}")
+            bar.update(1)
+    bar.close()
     return nll

@@ -33,10 +33,12 @@ def score_test_bounds(k: int, n: int) -> tuple[float, float]:
     return lo, hi
 
 
-def episode(task_type: str, won: bool, score: float, length: int, failed: bool = False) -> dict:
+def episode(task_type: str, won: bool, score: float, length: int, failed: bool = False,
+            invalid: int = 0, malformed: int = 0) -> dict:
     """One episode as ``StepTable.episodes`` gives it (the keys summarise reads, and others)."""
     return {"task_type": task_type, "won": won, "score": score, "length": length,
-            "failed": failed, "return": 0.0, "invalid_actions": 0}
+            "failed": failed, "return": 0.0, "invalid_actions": invalid,
+            "malformed_replies": malformed}
 
 
 # Three task types with different counts, rates and scores, given out of order: 'pick' has an
@@ -92,13 +94,13 @@ def test_wilson_known_values():
 
 def test_wilson_stays_within_0_and_1_and_holds_the_observed_rate():
     """At 0 or n successes the formula's end is 0 or 1 only up to rounding (below 0 at n = 7,
-    above 1 at n = 20): the interval is clipped to [0, 1]."""
-    for n in range(1, 61):
+    above 1 at n = 20, 1 - 2e-16 at n = 200): those ends are set, the rest clipped to [0, 1]."""
+    for n in [*range(1, 61), 200, 1000]:
         assert wilson(0, n)[0] == 0.0
-        assert wilson(n, n)[1] == pytest.approx(1.0, abs=1e-12)
+        assert wilson(n, n)[1] == 1.0  # exactly: a table shows 100.0, never 99.99999
         for k in range(n + 1):
             lo, hi = wilson(k, n)
-            assert 0.0 <= lo <= k / n <= hi + 1e-15 and hi <= 1.0  # 1 - 1e-16 at k = n = 4
+            assert 0.0 <= lo <= k / n <= hi <= 1.0
             assert (lo < hi) and (k == 0 or lo > 0.0) and (k == n or hi < 1.0)
 
 
@@ -209,7 +211,23 @@ def test_summarise_keeps_success_and_score_apart():
 def test_summarise_of_no_episodes_is_an_all_row_of_zeros():
     assert summarise([]) == {"all": {
         "episodes": 0, "success": 0.0, "success_ci95": [0.0, 0.0], "score": 0.0,
-        "score_ci95": [0.0, 0.0], "mean_length": 0.0, "failed": 0}}
+        "score_ci95": [0.0, 0.0], "mean_length": 0.0, "failed": 0, "well_formed": 0.0,
+        "well_formed_ci95": [0.0, 0.0], "admissible": 0.0, "admissible_ci95": [0.0, 0.0]}}
+
+
+def test_summarise_reply_rates_are_over_the_steps_of_each_type():
+    """Well-formed and admissible shares count steps, not episodes: a long episode's bad
+    replies weigh by their number. A malformed reply is also an inadmissible action."""
+    rows = summarise([episode("a", False, 0.0, 10, invalid=6, malformed=4),
+                      episode("a", True, 1.0, 2),
+                      episode("b", True, 1.0, 4, invalid=1)])
+    assert rows["a"]["well_formed"] == pytest.approx(8 / 12)
+    assert rows["a"]["admissible"] == pytest.approx(6 / 12)
+    assert rows["b"]["well_formed"] == 1.0 and rows["b"]["admissible"] == 0.75
+    assert rows["all"]["well_formed"] == pytest.approx(12 / 16)
+    assert rows["all"]["admissible"] == pytest.approx(9 / 16)
+    assert rows["all"]["admissible_ci95"] == pytest.approx(score_test_bounds(9, 16), abs=1e-12)
+    assert rows["a"]["well_formed_ci95"] == pytest.approx(score_test_bounds(8, 12), abs=1e-12)
 
 
 def test_summarise_intervals_stay_within_0_and_1():

@@ -38,7 +38,7 @@ MUST_MATCH = {
     "env", "env_kwargs", "train_split", "eval_split", "max_steps", "parallel",
     "model", "mode", "lora_rank", "lora_alpha", "lora_dropout", "length_normalize", "bf16",
     "generation", "vllm_gpu_memory", "vllm_kwargs", "max_new_tokens", "top_p",
-    "history_length", "temperature", "eval_temperature",
+    "history_length", "max_prompt_tokens", "temperature", "eval_temperature",
     "algo", "n_groups", "group_size", "reward", "reward_scale", "invalid_penalty",
     "invalid_penalty_target", "state_grouping",
     "gamma", "lam", "norm", "omega", "episode_stats",

@@ -227,7 +227,7 @@ def test_episode_summaries_and_json_rows():
             row(1, 1, 0.25, 0.9, True), row(0, 1, -0.5, 0.4, False, failed=True),
             row(2, 0, 0.0, 0.0, False)]
     table = StepTable(rows=rows, num_envs=3, group_size=2)
-    common = {"task_type": "kind"}
+    common = {"task_type": "kind", "malformed_replies": 0}
     assert table.episodes() == [
         {"trajectory": 0, "group": 0, "task_id": "task-0", "length": 2, "return": 0.5,
          "score": 0.4, "won": False, "failed": True, "invalid_actions": 1, **common},

@@ -155,18 +155,6 @@ def test_score_mode_with_warm_start_and_evaluation(tmp_path):
     assert evals["after"]["all"]["episodes"] == 2
 
 
-def test_bc_teacher_names_the_scripted_policy_it_builds():
-    from gagpo.agents.policies.scripted import ExpertPolicy, RuleBaselinePolicy
-    from gagpo.warm_start import make_teacher
-
-    expert = make_teacher(TrainConfig(bc_teacher="expert", mode="score"))
-    assert isinstance(expert, ExpertPolicy) and expert.search_with_instruction
-    assert not make_teacher(TrainConfig(bc_teacher="expert")).search_with_instruction
-    for name, options in (("rule", False), ("rule_options", True)):
-        teacher = make_teacher(TrainConfig(bc_teacher=name))
-        assert isinstance(teacher, RuleBaselinePolicy) and teacher.options is options
-
-
 def test_rule_teacher_plays_the_rule_baseline_and_picks_named_options():
     import gymnasium as gym
 

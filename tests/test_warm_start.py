@@ -300,7 +300,7 @@ def test_make_teacher_builds_the_named_scripted_policy():
     for mode in ("generate", "score"):
         expert = make_teacher(TrainConfig(bc_teacher="expert", mode=mode))
         assert isinstance(expert, ExpertPolicy) and expert.needs_expert_action
-        assert expert.search_with_instruction is (mode == "score")
+        assert expert.search_with_instruction  # a policy never knows the goal's title
     for name, options in (("rule", False), ("rule_options", True)):
         teacher = make_teacher(TrainConfig(bc_teacher=name))
         assert isinstance(teacher, RuleBaselinePolicy) and teacher.options is options

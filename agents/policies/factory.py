@@ -58,6 +58,14 @@ def env_kwargs_for(policy: Policy, env_kwargs: dict[str, Any]) -> dict[str, Any]
     return kw
 
 
+SCRIPTED = ("expert", "rule", "rule_options", "random")
+
+
+def runs_transformers(spec: PolicySpec) -> bool:
+    """Whether ``spec`` names a model that transformers runs in this process."""
+    return spec.name not in SCRIPTED and not spec.name.startswith(("openai:", "vllm:"))
+
+
 def build_policy(spec: PolicySpec, *, model: Any = None, tokenizer: Any = None,
                  **options: Any) -> Policy:
     """The policy ``spec`` names.
@@ -107,6 +115,8 @@ def build_policy(spec: PolicySpec, *, model: Any = None, tokenizer: Any = None,
         from gagpo.agents.models import load_model
 
         model, tokenizer = load_model(spec.name)
+    # A ReAct reply is over at its action: what follows is never read.
+    options.setdefault("stop", ("</action>",))
     return TransformersPolicy(
         model, tokenizer, mode=spec.mode, temperature=spec.temperature, top_p=spec.top_p,
         max_new_tokens=spec.max_new_tokens, seed=spec.seed, **options,
