@@ -32,11 +32,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shlex
 import subprocess
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -67,7 +68,22 @@ class Settings:
     group_size: int = 4
     lr: float = 1e-5
     eval_batch: int = 50
-    extra_train: list[str] = field(default_factory=list)
+    bc_memory: list[str] = field(default_factory=lambda: [
+        # Two rows per pass, activations kept: the recorded warm start ran so, and peaked at
+        # 8.4 GB RSS (benchmarks/results/real_model/stages.json).
+        "--gradient-checkpointing", "off", "--micro-batch-tokens", "2048"])
+    rl_memory: list[str] = field(default_factory=lambda: [
+        # Layers recomputed in the backward pass, 4,096 padded tokens per pass: the update
+        # (the KL reference's copy included) stays near 4 GB (benchmarks/update_memory).
+        "--gradient-checkpointing", "on", "--micro-batch-tokens", "4096"])
+    vllm: bool = False
+    """Sample rollouts and play evaluations with vLLM (a CUDA machine)."""
+
+
+GPU = Settings(goals=200, bc_episodes=64, bc_epochs=2, iterations=4, n_groups=8, group_size=8,
+               eval_batch=100, bc_memory=["--micro-batch-tokens", "32768"],
+               rl_memory=["--micro-batch-tokens", "32768"], vllm=True)
+"""``--gpu``: the same stages at the scale of one GPU (``scripts/gpu_checks.sh`` runs them)."""
 
 
 def _common_model_flags() -> list[str]:
@@ -76,12 +92,16 @@ def _common_model_flags() -> list[str]:
 
 
 def eval_command(policy: str, out: Path, s: Settings) -> list[str]:
+    if s.vllm and policy not in ("expert", "rule"):
+        policy = f"vllm:{policy}"
     cmd = ["gagpo", "eval", "--env", ENV, "--policy", policy, "--split", "test",
            "--episodes", str(s.goals), "--batch", str(s.eval_batch), "--seed", str(SEED),
            "--temperature", str(EVAL_TEMPERATURE), "--env-arg", f"max_steps={MAX_STEPS}",
            "--env-arg", f"max_episode_steps={MAX_STEPS}", "--out", str(out)]
     if policy not in ("expert", "rule"):
         cmd += _common_model_flags()
+    if policy.startswith("vllm:"):  # vLLM counts no prompt budget of ours
+        cmd = cmd[:cmd.index("--max-prompt-tokens")] + cmd[cmd.index("--max-prompt-tokens") + 2:]
     return cmd
 
 
@@ -90,11 +110,8 @@ def train_command(model: str, out: Path, s: Settings, *, algo: str = "gagpo",
     cmd = ["gagpo", "train", "--env", ENV, "--model", model, "--mode", "generate",
            "--algo", algo, "--max-steps", str(MAX_STEPS), "--temperature", "1.0",
            "--eval-temperature", str(EVAL_TEMPERATURE), "--eval-episodes", "0",
-           # Two rows of ~1,000 tokens per forward pass, activations kept: less memory than
-           # larger micro-batches recomputed, and no recomputation (see benchmarks/results/
-           # update_memory).
-           "--gradient-checkpointing", "off", "--micro-batch-tokens", "2048",
-           "--seed", str(SEED), "--out-dir", str(out),
+           *(s.bc_memory if warm_start else s.rl_memory), "--seed", str(SEED),
+           "--out-dir", str(out),
            "--no-progress", "--resume", *_common_model_flags()]
     if warm_start:
         return cmd + ["--iterations", "0", "--bc-episodes", str(s.bc_episodes),
@@ -102,7 +119,8 @@ def train_command(model: str, out: Path, s: Settings, *, algo: str = "gagpo",
                       "8"]
     return cmd + ["--iterations", str(s.iterations), "--n-groups", str(s.n_groups),
                   "--group-size", str(s.group_size), "--lr", str(s.lr), "--reward", "score",
-                  "--kl-coef", "0.01", "--save-every", "1", *s.extra_train]
+                  "--kl-coef", "0.01", "--save-every", "1",
+                  *(["--generation", "vllm"] if s.vllm else [])]
 
 
 @dataclass
@@ -136,20 +154,24 @@ def stages(work: Path, s: Settings) -> list[Stage]:
     return out
 
 
-def run_stage(stage: Stage, log_dir: Path) -> float:
-    """Run one stage's command (its output to ``log_dir/<name>.log``); returns its seconds."""
+def run_stage(stage: Stage, log_dir: Path) -> dict[str, float]:
+    """Run one stage's command (its output to ``log_dir/<name>.log``); returns its minutes
+    and its process's peak resident memory."""
     log_dir.mkdir(parents=True, exist_ok=True)
     cmd = [sys.executable, "-m", "gagpo.cli", *stage.command[1:]]
     print(f"== {stage.name}: {shlex.join(stage.command)}", flush=True)
     started = time.perf_counter()
     with open(log_dir / f"{stage.name}.log", "a") as log:
-        code = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, check=False).returncode
-    seconds = time.perf_counter() - started
-    if code != 0:
-        raise SystemExit(f"stage {stage.name} failed (exit {code}): see "
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
+        _, status, usage = os.wait4(proc.pid, 0)  # this child's own rusage
+        proc.returncode = os.waitstatus_to_exitcode(status)
+    minutes = (time.perf_counter() - started) / 60
+    if proc.returncode != 0:
+        raise SystemExit(f"stage {stage.name} failed (exit {proc.returncode}): see "
                          f"{log_dir / (stage.name + '.log')}")
-    print(f"   done in {seconds / 60:.1f} min", flush=True)
-    return seconds
+    peak = usage.ru_maxrss / 2**20  # KiB on Linux
+    print(f"   done in {minutes:.1f} min, peak RSS {peak:.2f} GB", flush=True)
+    return {"minutes": round(minutes, 2), "peak_rss_gb": round(peak, 2)}
 
 
 # --- the report ----------------------------------------------------------------------------------
@@ -225,14 +247,14 @@ def curves(work: Path, png: Path) -> bool:
     return True
 
 
-def report(work: Path, out: Path, s: Settings, seconds: dict[str, float]) -> str:
+def report(work: Path, out: Path, s: Settings, costs: dict[str, dict[str, float]]) -> str:
     out.mkdir(parents=True, exist_ok=True)
     text = table(work)
     (out / "table.md").write_text(text + "\n")
     curves(work, out / "curves.png")
-    times = out / "stage_seconds.json"
-    known = json.loads(times.read_text()) if times.exists() else {}
-    times.write_text(json.dumps(known | seconds, indent=1) + "\n")
+    path = out / "stages.json"  # each stage's minutes and peak RSS, as its last run measured
+    known = json.loads(path.read_text()) if path.exists() else {}
+    path.write_text(json.dumps(known | costs, indent=1) + "\n")
     commands = "\n".join(f"# {st.name}\n{shlex.join(st.command)}" for st in stages(work, s))
     (out / "commands.sh").write_text(commands + "\n")
     (out / "machine.txt").write_text(machine() + "\n")
@@ -247,12 +269,19 @@ def main(argv: list[str] | None = None) -> int:
                         help="folder for the table, curves, commands and stage times")
     parser.add_argument("--stages", default=None,
                         help="comma-separated stage names (default: every stage, in order)")
-    parser.add_argument("--goals", type=int, default=Settings.goals)
-    parser.add_argument("--iterations", type=int, default=Settings.iterations)
-    parser.add_argument("--bc-episodes", type=int, default=Settings.bc_episodes)
+    parser.add_argument("--goals", type=int, default=None, help="held-out goals (default 200)")
+    parser.add_argument("--iterations", type=int, default=None,
+                        help="RL iterations per estimator (default: 8; 4 with --gpu)")
+    parser.add_argument("--bc-episodes", type=int, default=None,
+                        help="expert episodes of the warm start (default: 24; 64 with --gpu)")
+    parser.add_argument("--gpu", action="store_true",
+                        help="one GPU's scale, vLLM sampling (the defaults fit a 2-core CPU)")
     parser.add_argument("--report-only", action="store_true")
     args = parser.parse_args(argv)
-    s = Settings(goals=args.goals, iterations=args.iterations, bc_episodes=args.bc_episodes)
+    base = GPU if args.gpu else Settings()
+    s = replace(base, goals=args.goals or base.goals,
+                iterations=args.iterations or base.iterations,
+                bc_episodes=args.bc_episodes or base.bc_episodes)
     todo = stages(args.work, s)
     names = [st.name for st in todo]
     if args.stages:
@@ -261,16 +290,16 @@ def main(argv: list[str] | None = None) -> int:
         if unknown:
             parser.error(f"unknown stages {unknown}; choose from {names}")
         todo = [st for st in todo if st.name in wanted]
-    seconds: dict[str, float] = {}
+    costs: dict[str, dict[str, float]] = {}
     if not args.report_only:
         for st in todo:
             if st.done_file.exists():
                 print(f"== {st.name}: done ({st.done_file})", flush=True)
                 continue
-            seconds[st.name] = run_stage(st, args.work / "logs")
+            costs[st.name] = run_stage(st, args.work / "logs")
             if args.out:
-                report(args.work, args.out, s, seconds)
-    text = report(args.work, args.out, s, seconds) if args.out else table(args.work)
+                report(args.work, args.out, s, costs)
+    text = report(args.work, args.out, s, costs) if args.out else table(args.work)
     print(text)
     return 0
 

@@ -1,5 +1,8 @@
 """Memory and time of one policy update: gradient checkpointing and micro-batch sizes.
 
+Each update is the trainer's: bf16 autocast as ``--bf16 auto`` decides on this machine, and a
+KL reference (a frozen copy of the model, ``--kl-coef 0.01``), whose forward passes count.
+
 A training iteration's update holds the model, its gradients and AdamW's two moments, plus the
 activations of one micro-batch, which grow with rows x prompt length: on a CPU machine the
 activations decide whether a run fits. Each setting runs ``gagpo.trainer.update`` (the trainer's
@@ -14,6 +17,7 @@ synthetic batch, and reports the process's peak RSS and the update's seconds, si
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import resource
 import subprocess
@@ -25,7 +29,7 @@ from pathlib import Path
 from benchmarks.record import command_line, recorded
 
 #: (gradient checkpointing, micro-batch tokens) measured by default.
-SETTINGS = (("off", 16384), ("on", 16384), ("on", 4096))
+SETTINGS = (("off", 16384), ("on", 16384), ("on", 4096), ("off", 2048), ("on", 2048))
 
 
 def one(model: str, rows: int, prompt: int, reply: int, checkpointing: str,
@@ -37,9 +41,15 @@ def one(model: str, rows: int, prompt: int, reply: int, checkpointing: str,
     from gagpo.trainer import build_model, update
 
     torch.set_num_threads(1)
+    from gagpo.agents.models import bf16_autocast
+
     cfg = TrainConfig(model=model, gradient_checkpointing=checkpointing,
-                      micro_batch_tokens=budget, kl_coef=0.0, lr=1e-6)
+                      micro_batch_tokens=budget, kl_coef=0.01, lr=1e-6)
     net, tok = build_model(cfg, torch.device("cpu"))
+    # As the trainer runs it: bf16 autocast where the CPU has it (auto), and the KL
+    # reference, a frozen copy of the starting model.
+    amp = bf16_autocast(cfg.bf16, net, "cpu")
+    ref = copy.deepcopy(net).eval().requires_grad_(False)
     net.train()
     g = torch.Generator().manual_seed(0)
     vocab = min(len(tok), 40000)
@@ -51,11 +61,11 @@ def one(model: str, rows: int, prompt: int, reply: int, checkpointing: str,
              "adv": [(-1.0) ** i for i in range(rows)]}
     opt = torch.optim.AdamW([p for p in net.parameters() if p.requires_grad], lr=cfg.lr)
     start = time.perf_counter()
-    update(net, None, opt, batch, cfg, world=1, epoch_seed=0, amp=None,
+    update(net, ref, opt, batch, cfg, world=1, epoch_seed=0, amp=amp,
            pad_id=tok.pad_token_id)
     seconds = time.perf_counter() - start
     return {"seconds": seconds, "peak_rss_gb": resource.getrusage(
-        resource.RUSAGE_SELF).ru_maxrss / 2**20}
+        resource.RUSAGE_SELF).ru_maxrss / 2**20, "autocast": str(amp)}
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -84,6 +94,8 @@ def main(argv: Sequence[str] | None = None) -> None:
                  str(args.reply), "--one", f"{checkpointing},{budget}"],
                 capture_output=True, text=True, check=True)
             r = json.loads(child.stdout.strip().splitlines()[-1])
+            if base is None:
+                print(f"  (autocast: {r['autocast']}; KL reference: a frozen copy)")
             base = base or r
             print(f"  {checkpointing:<14}{budget:>12}{r['seconds']:>9.1f}s"
                   f"{r['peak_rss_gb']:>9.2f} GB   (x{r['peak_rss_gb'] / base['peak_rss_gb']:.2f} "

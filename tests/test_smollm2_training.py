@@ -31,8 +31,8 @@ def _rates_are_sane(row: dict, episodes: int) -> None:
 def test_smollm2_warm_start_rl_iteration_and_evaluation(tmp_path):
     import torch
 
-    from gagpo.evaluate import evaluate
     from gagpo.agents.policies.factory import PolicySpec
+    from gagpo.evaluate import evaluate
     from gagpo.trainer import train
 
     torch.set_num_threads(1)

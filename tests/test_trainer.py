@@ -336,14 +336,17 @@ def test_two_ranks_update_like_one_process_on_the_whole_batch(tmp_path, parallel
     one process updating on all the rows: gradients are summed over ranks against the global
     token count, and FSDP's padding passes add nothing. Both sides step with plain SGD, so the
     parameters compare the gradients themselves, scale included."""
-    import copy
+    from distributed_update import (
+        config,
+        fixed_batch,
+        optimizer,
+        policy,
+        reference,
+        with_old_logprobs,
+    )
 
-    from distributed_update import config, fixed_batch, optimizer, with_old_logprobs
-
-    from gagpo.agents.models import load_model
-
-    model, tok = load_model("tiny")
-    ref = copy.deepcopy(model).eval().requires_grad_(False)
+    model, tok = policy()
+    ref = reference(model)
     batch = with_old_logprobs(model, fixed_batch(), tok.pad_token_id)
     opt = optimizer(model.parameters())
     stats = update(model, ref, opt, batch, config(), world=1, epoch_seed=0, amp=None,
@@ -356,7 +359,7 @@ def test_two_ranks_update_like_one_process_on_the_whole_batch(tmp_path, parallel
     assert saved["grad_norm"] == pytest.approx(stats.grad_norm, rel=1e-4)
     split = saved["params"]
     assert split.keys() == whole.keys()
-    init = dict(load_model("tiny")[0].named_parameters())
+    init = dict(policy()[0].named_parameters())
     moved = max(float((whole[k] - init[k].detach()).abs().max()) for k in whole)
     assert moved > 1e-3  # the update did something
     for k in whole:
