@@ -43,9 +43,10 @@ def wilson(successes: int, n: int) -> tuple[float, float]:
     denom = 1 + Z95**2 / n
     centre = (p + Z95**2 / (2 * n)) / denom
     half = Z95 * math.sqrt(p * (1 - p) / n + Z95**2 / (4 * n * n)) / denom
-    # At 0 or n successes one end is exactly 0 or 1; the formula reaches it only up to rounding.
-    lo = 0.0 if successes == 0 else max(0.0, centre - half)
-    hi = 1.0 if successes == n else min(1.0, centre + half)
+    # At 0 or n successes one end is exactly 0 or 1, which the formula reaches only up to
+    # rounding; between them both ends lie strictly inside (0, 1).
+    lo = 0.0 if successes == 0 else centre - half
+    hi = 1.0 if successes == n else centre + half
     return lo, hi
 
 

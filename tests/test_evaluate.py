@@ -228,6 +228,8 @@ def test_summarise_reply_rates_are_over_the_steps_of_each_type():
     assert rows["all"]["admissible"] == pytest.approx(9 / 16)
     assert rows["all"]["admissible_ci95"] == pytest.approx(score_test_bounds(9, 16), abs=1e-12)
     assert rows["a"]["well_formed_ci95"] == pytest.approx(score_test_bounds(8, 12), abs=1e-12)
+    one = summarise([episode("c", True, 1.0, 1)])["all"]  # one step, well formed
+    assert (one["well_formed"], one["admissible"]) == (1.0, 1.0)
 
 
 def test_summarise_intervals_stay_within_0_and_1():
