@@ -257,7 +257,9 @@ def report(work: Path, out: Path, s: Settings, costs: dict[str, dict[str, float]
     path.write_text(json.dumps(known | costs, indent=1) + "\n")
     commands = "\n".join(f"# {st.name}\n{shlex.join(st.command)}" for st in stages(work, s))
     (out / "commands.sh").write_text(commands + "\n")
-    (out / "machine.txt").write_text(machine() + "\n")
+    (out / "machine.txt").write_text(
+        f"{machine()}\nlast updated {time.strftime('%Y-%m-%d %H:%M %Z')} by "
+        f"python -m benchmarks.real_model {' '.join(sys.argv[1:])}\n")
     return text
 
 
