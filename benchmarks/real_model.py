@@ -86,9 +86,11 @@ GPU = Settings(goals=200, bc_episodes=64, bc_epochs=2, iterations=4, n_groups=8,
 """``--gpu``: the same stages at the scale of one GPU (``scripts/gpu_checks.sh`` runs them)."""
 
 
-def _common_model_flags() -> list[str]:
-    return ["--max-new-tokens", str(MAX_NEW_TOKENS), "--history-length", str(HISTORY),
-            "--max-prompt-tokens", str(MAX_PROMPT_TOKENS)]
+def _model_flags(prompt_budget: bool = True) -> list[str]:
+    """A model's reply and prompt settings (a vLLM policy in ``gagpo eval`` counts no prompt
+    budget of ours: it takes none)."""
+    budget = ["--max-prompt-tokens", str(MAX_PROMPT_TOKENS)] if prompt_budget else []
+    return ["--max-new-tokens", str(MAX_NEW_TOKENS), "--history-length", str(HISTORY), *budget]
 
 
 def eval_command(policy: str, out: Path, s: Settings) -> list[str]:
@@ -99,9 +101,7 @@ def eval_command(policy: str, out: Path, s: Settings) -> list[str]:
            "--temperature", str(EVAL_TEMPERATURE), "--env-arg", f"max_steps={MAX_STEPS}",
            "--env-arg", f"max_episode_steps={MAX_STEPS}", "--out", str(out)]
     if policy not in ("expert", "rule"):
-        cmd += _common_model_flags()
-    if policy.startswith("vllm:"):  # vLLM counts no prompt budget of ours
-        cmd = cmd[:cmd.index("--max-prompt-tokens")] + cmd[cmd.index("--max-prompt-tokens") + 2:]
+        cmd += _model_flags(prompt_budget=not policy.startswith("vllm:"))
     return cmd
 
 
@@ -112,7 +112,7 @@ def train_command(model: str, out: Path, s: Settings, *, algo: str = "gagpo",
            "--eval-temperature", str(EVAL_TEMPERATURE), "--eval-episodes", "0",
            *(s.bc_memory if warm_start else s.rl_memory), "--seed", str(SEED),
            "--out-dir", str(out),
-           "--no-progress", "--resume", *_common_model_flags()]
+           "--no-progress", "--resume", *_model_flags()]
     if warm_start:
         return cmd + ["--iterations", "0", "--bc-episodes", str(s.bc_episodes),
                       "--bc-epochs", str(s.bc_epochs), "--bc-lr", str(s.bc_lr), "--bc-batch",

@@ -193,12 +193,12 @@ def evaluate(
         env_kwargs["split"] = split
     # The policy first: a bad spec fails before any env is built, and a vLLM engine starts
     # before WebShop's search imports numba (see gagpo.agents.policies.vllm).
+    model_backed = runs_transformers(policy_spec)
     if max_prompt_tokens is not None:
         check_number("max_prompt_tokens", max_prompt_tokens, ">= 1", integer=True)
-        if not runs_transformers(policy_spec):
+        if not model_backed:
             raise ValueError("--max-prompt-tokens counts a transformers model's tokens: "
                              f"{policy_spec.name!r} has no tokenizer here")
-    model_backed = runs_transformers(policy_spec)
     policy = build_policy(policy_spec, **({"batch_size": batch} if model_backed else {}))
     env_kwargs = env_kwargs_for(policy, env_kwargs)
     with probe(env_id, **env_kwargs) as env:  # what the env declares, read once

@@ -30,7 +30,7 @@ import numpy as np
 import torch
 
 from gagpo.advantages import compute_advantages
-from gagpo.agents.models import bf16_autocast
+from gagpo.agents.models import bf16_autocast, is_large
 from gagpo.agents.policies.factory import env_kwargs_for
 from gagpo.distributed import (
     all_reduce_sum,
@@ -86,7 +86,7 @@ def checkpointing(cfg: TrainConfig, model: Any) -> bool:
     measures one update with and without it)."""
     if cfg.gradient_checkpointing != "auto":
         return cfg.gradient_checkpointing == "on"
-    return sum(p.numel() for p in model.parameters()) >= 50_000_000
+    return is_large(model)
 
 
 def build_model(cfg: TrainConfig, device: torch.device) -> tuple[Any, Any]:
@@ -609,9 +609,9 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
             write_json(out / "evals.json", evals, indent=1)
         if len(set(digests)) > 1:
             print(f"warning: parameters differ across ranks: {digests}")
-    # A fresh run saves its model even with no iterations: a warm start alone (``--iterations
-    # 0 --bc-episodes N``) is the checkpoint later runs start from (``--model RUN_DIR/final``).
-    if cfg.iterations > start or state is None:
+    # A warm start alone (``--iterations 0 --bc-episodes N``) is saved too: it is the model
+    # later runs start from (``--model RUN_DIR/final``).
+    if cfg.iterations > start or (state is None and cfg.bc_episodes > 0):
         save_pretrained(model, tokenizer, out / "final", rank)
     shutdown_distributed()
     return evals

@@ -17,7 +17,7 @@ from gagpo.agents.policies.vllm import engine_available
 from gagpo.agents.rollout import StepTable
 from gagpo.losses import reply_logprobs
 from gagpo.train_config import TrainConfig
-from gagpo.trainer import micro_batches, step_rewards, train, update
+from gagpo.trainer import build_model, micro_batches, step_rewards, train, update
 
 torch.set_num_threads(1)
 ROOT = Path(__file__).resolve().parents[1]
@@ -726,3 +726,23 @@ def test_a_checkpoint_from_before_the_penalty_target_resumes_as_return():
     assert resume_differences(old, TrainConfig(), 1, 1) == {
         "invalid_penalty_target": ("return", "step")}
     assert resume_differences(old, TrainConfig(invalid_penalty_target="return"), 1, 1) == {}
+
+
+def test_a_warm_start_alone_is_saved_for_later_runs_to_start_from(tmp_path):
+    """``--iterations 0 --bc-episodes N`` saves the warm model to ``final/``, and a run given
+    that folder as its model starts from those weights; a run that trains nothing saves
+    nothing."""
+    from gagpo.agents.models import load_model
+
+    warm = tmp_path / "warm"
+    train(_tiny_cfg(warm, iterations=0, bc_episodes=2, max_steps=8, bc_lr=3e-3))
+    saved, _ = load_model(str(warm / "final"))
+    base, _ = load_model("tiny")
+    assert any(not torch.equal(a, b) for a, b in
+               zip(saved.state_dict().values(), base.state_dict().values(), strict=True))
+    later = _tiny_cfg(tmp_path / "later", model=str(warm / "final"))
+    start, _ = build_model(later, torch.device("cpu"))
+    assert all(torch.equal(a, b) for a, b in
+               zip(start.state_dict().values(), saved.state_dict().values(), strict=True))
+    train(_tiny_cfg(tmp_path / "nothing", iterations=0))
+    assert not (tmp_path / "nothing" / "final").exists()
