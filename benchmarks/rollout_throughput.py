@@ -1,34 +1,42 @@
-"""One training iteration's rollouts with a transformers model, today's path against the shared
-prefill, side by side in one run on the same prompts.
+"""One training iteration's rollouts with a transformers model, the path as it was against the
+trainer's path now, side by side in one run on the same prompts.
 
 The rollout plays ``--tasks`` WebShop-v0 tasks x ``--copies`` copies in generate mode, as the
-trainer does (its policy settings: stop at ``</action>``, ``batch_size = max(8, copies)``, the
-recipe's ``max_new_tokens`` of 512, history 2, temperature 1). Every batch of requests the
-rollout makes is answered twice, by two policies on one model with one seed:
+trainer does (stop at ``</action>``, the recipe's ``max_new_tokens`` of 512, history 2,
+temperature 1). Every batch of requests the rollout makes is answered twice, by two policies on
+one model with one seed:
 
-* today: ``TransformersPolicy(share_prefill=False)``: every prompt prefilled for itself;
-* shared: ``TransformersPolicy(share_prefill=True)`` (the default): identical prompts of a batch
-  (the copies' first prompts, copies in one state with one history) prefilled once, each copy
-  sampling its own reply from a copy of that cache.
+* today: the path before this benchmark's work: float32, ``batch_size = max(8, copies)``, every
+  prompt prefilled for itself in request order (``share_prefill=False``), transformers' own
+  ``DynamicCache`` and attention (``fast_decode=False``);
+* fast: the trainer's policy now (:data:`gagpo.trainer.POLICY_BATCH` rows a pass, at least the
+  copies): bf16 autocast where ``--bf16 auto`` chooses it (CPUs with native bf16 products),
+  identical prompts of a batch prefilled once and like lengths batched together
+  (``share_prefill``), a cache with room reserved for the reply and float32 attention for the
+  decoded token (``fast_decode``; :mod:`gagpo.agents.policies.kv_cache`).
 
-The shared side's replies drive the envs, so both sides answer exactly the same prompts; which
+The fast side's replies drive the envs, so both sides answer exactly the same prompts; which
 side goes first alternates from batch to batch, so that load on a shared machine lands on both.
 Their replies differ (different draws from the same distributions), hence their new-token counts
-too (where packing keeps the request order, as on the first step, they draw the same replies):
-the ratio per new token is printed beside the wall-time ratio.
+too: the ratio per new token is printed beside the wall-time ratio. Afterwards, up to 64 of
+each side's replies are scored by one plain forward pass (prompt + reply, under that side's
+autocast): the gap to the log-probs the side recorded says whether it samples from the
+distribution the trainer computes.
 
 Columns: prefill s is the prompts' forward passes (and copying caches), decode s the token-by-
-token loop; prefills and prefilled tok count the prompts and tokens actually computed; prompt
-tok/s is prompt tokens answered per second of prefill (a prompt served from a shared prefill
-counts without being computed); new tok/s is reply tokens per second of wall time; peak RSS is
-the process's resident memory sampled every 20 ms while each side runs (model included). The
-ceiling for any prefill saving is today's wall time over today's decode time.
+token loop; prefills and prefilled tok count the prompts and tokens actually computed, padded
+tok the positions the passes computed (left padding included); prompt tok/s is prompt tokens
+answered per second of prefill (a prompt served from a shared prefill counts without being
+computed); new tok/s is reply tokens per second of wall time; peak RSS is the process's resident
+memory sampled every 20 ms while each side runs (model included). The ceiling for any prefill
+saving is today's wall time over today's decode time.
 
     python -m benchmarks.rollout_throughput [--tasks 8] [--copies 8] [--max-new-tokens 512]
         [--max-steps N] [--max-prompt-tokens N] [--model smollm2-135m] [--out DIR]
 
-A quick check: ``--tasks 2 --copies 4 --max-new-tokens 32``. The full default run answers up to
-8 x 8 x 15 prompts of about 1,000 tokens twice: it takes hours on a 2-core CPU.
+A quick check: ``--tasks 2 --copies 4 --max-new-tokens 32``. ``--model RUN/final`` measures a
+warm-started model (``benchmarks/real_model.py``), whose replies are well formed and whose
+episodes are as long as a training run's.
 """
 
 from __future__ import annotations
@@ -100,18 +108,22 @@ class PeakRSS:
 class Side:
     name: str
     policy: Any
+    amp: Any = None
+    """The autocast dtype the side's policy runs under (None: float32)."""
     wall: float = 0.0
     peak_rss: int = 0
     calls: int = 0
+    replies: list[Reply] = field(default_factory=list)
+    """Up to 64 of its replies, for the log-prob check."""
 
 
 @dataclass
 class SideBySide:
     """A policy for :func:`rollout` that has both sides answer every batch and returns the
-    shared side's replies."""
+    fast side's replies."""
 
     today: Side
-    shared: Side
+    fast: Side
     prompt_lengths: list[int] = field(default_factory=list)
     batch_sizes: list[int] = field(default_factory=list)
     trie_tokens: int = 0
@@ -119,28 +131,55 @@ class SideBySide:
     def act(self, requests: list[Request]) -> list[Reply]:
         for r in requests:  # build the prompts before either clock starts
             r.messages  # noqa: B018
-        sides = [self.today, self.shared]
+        import torch
+
+        sides = [self.today, self.fast]
         if len(self.batch_sizes) % 2:
             sides.reverse()
         replies: dict[str, list[Reply]] = {}
         for side in sides:
-            with PeakRSS() as rss:
+            with PeakRSS() as rss, torch.no_grad(), \
+                    torch.autocast("cpu", dtype=side.amp or torch.bfloat16,
+                                   enabled=side.amp is not None):
                 started = time.perf_counter()
                 replies[side.name] = side.policy.act(requests)
                 side.wall += time.perf_counter() - started
             side.peak_rss, side.calls = max(side.peak_rss, rss.peak), side.calls + 1
-        out = replies[self.shared.name]
+            side.replies += replies[side.name][:64 - len(side.replies)]
+        out = replies[self.fast.name]
         self.prompt_lengths += [len(r.prompt_token_ids or []) for r in out]
         self.trie_tokens += trie_tokens([r.prompt_token_ids or [] for r in out])
         self.batch_sizes.append(len(requests))
         return out
 
 
+def logprob_gaps(model: Any, side: Side) -> tuple[float, float]:
+    """Mean and largest |recorded - forward-pass| log-prob over ``side``'s kept replies' tokens
+    (one plain pass over prompt + reply, under the side's autocast; temperature 1)."""
+    import torch
+    import torch.nn.functional as F
+
+    gaps: list[torch.Tensor] = []
+    with torch.no_grad(), torch.autocast("cpu", dtype=side.amp or torch.bfloat16,
+                                         enabled=side.amp is not None):
+        for reply in side.replies:
+            prompt, tokens = list(reply.prompt_token_ids or []), list(reply.token_ids)
+            if not prompt or not tokens:
+                continue
+            logits = model(input_ids=torch.tensor([prompt + tokens])).logits[0].float()
+            logp = F.log_softmax(logits[len(prompt) - 1: -1], dim=-1)
+            expected = logp.gather(-1, torch.tensor(tokens)[:, None])[:, 0]
+            gaps.append((torch.tensor(reply.logprobs) - expected).abs())
+    every = torch.cat(gaps) if gaps else torch.zeros(1)
+    return float(every.mean()), float(every.max())
+
+
 def measure(args: argparse.Namespace) -> dict[str, float] | None:
     import torch
 
-    from gagpo.agents.models import SMOLLM2_NAMES, load_model
+    from gagpo.agents.models import SMOLLM2_NAMES, bf16_autocast, load_model
     from gagpo.agents.policies.hf import TransformersPolicy
+    from gagpo.trainer import POLICY_BATCH
 
     if "OMP_NUM_THREADS" not in os.environ:
         torch.set_num_threads(1)  # 2 threads are several times slower for small models here
@@ -150,17 +189,22 @@ def measure(args: argparse.Namespace) -> dict[str, float] | None:
     started = time.perf_counter()
     model, tok = load_model(args.model, device="cpu")
     loaded = time.perf_counter() - started
-    batch = max(8, args.copies)  # the trainer's policy batch
+    amp = bf16_autocast("auto", model, "cpu")
     kwargs = dict(temperature=args.temperature, max_new_tokens=args.max_new_tokens,
-                  batch_size=batch, seed=args.seed, stop=("</action>",))
-    bench = SideBySide(Side("today", TransformersPolicy(model, tok, share_prefill=False,
-                                                        **kwargs)),
-                       Side("shared", TransformersPolicy(model, tok, **kwargs)))
+                  seed=args.seed, stop=("</action>",))
+    today_batch, fast_batch = max(8, args.copies), max(POLICY_BATCH, args.copies)
+    bench = SideBySide(
+        Side("today", TransformersPolicy(model, tok, share_prefill=False, fast_decode=False,
+                                         batch_size=today_batch, **kwargs)),
+        Side("fast", TransformersPolicy(model, tok, batch_size=fast_batch, **kwargs), amp=amp))
     # Warm up (first passes allocate): a short prompt through each side, off the books.
-    for side in (bench.today, bench.shared):
+    for side in (bench.today, bench.fast):
         warm = TransformersPolicy(model, tok, share_prefill=side.policy.share_prefill,
+                                  fast_decode=side.policy.fast_decode,
                                   **{**kwargs, "max_new_tokens": 4})
-        warm.act([Request([{"role": "user", "content": "Hello"}])] * 2)
+        with torch.autocast("cpu", dtype=side.amp or torch.bfloat16,
+                            enabled=side.amp is not None):
+            warm.act([Request([{"role": "user", "content": "Hello"}])] * 2)
     agent = ReActAgent(ENV, history_length=args.history,
                        max_prompt_tokens=args.max_prompt_tokens,
                        tokenizer=tok if args.max_prompt_tokens else None, max_steps=args.max_steps)
@@ -172,8 +216,11 @@ def measure(args: argparse.Namespace) -> dict[str, float] | None:
     budget = f", prompt budget {args.max_prompt_tokens} tokens" if args.max_prompt_tokens else ""
     print(f"{args.model}, {ENV}, {args.tasks} tasks x {args.copies} copies, history "
           f"{args.history}{budget}, temperature {args.temperature:g}, max_new_tokens "
-          f"{args.max_new_tokens}, policy batch {batch}, {torch_threads} torch thread(s); "
-          f"model loaded in {loaded:.1f} s")
+          f"{args.max_new_tokens}, {torch_threads} torch thread(s); model loaded in "
+          f"{loaded:.1f} s")
+    print(f"today: float32, policy batch {today_batch}, no shared prefill, DynamicCache; "
+          f"fast: {'bf16 autocast' if amp else 'float32 (no native bf16 here)'}, policy batch "
+          f"{fast_batch}, shared prefill, reserved cache")
     lengths = bench.prompt_lengths
     episodes = table.episodes()
     print(f"rollout: {len(table)} steps in {len(bench.batch_sizes)} policy calls, episodes "
@@ -183,45 +230,49 @@ def measure(args: argparse.Namespace) -> dict[str, float] | None:
           f"max {max(lengths)}, first step mean "
           f"{statistics.mean(len(r.prompt_token_ids or []) for r in table.rows if r.t == 0):.0f}")
     print()
-    print(f"{'path':<8} {'wall s':>8} {'prefill s':>9} {'decode s':>8} {'prefills':>8} "
-          f"{'shared':>7} {'prefilled tok':>13} {'prompt tok/s':>12} {'new tok':>8} "
-          f"{'new tok/s':>9} {'peak RSS':>9}")
+    print(f"{'path':<6} {'wall s':>8} {'prefill s':>9} {'decode s':>8} {'prefills':>8} "
+          f"{'shared':>7} {'prefilled tok':>13} {'padded tok':>10} {'prompt tok/s':>12} "
+          f"{'new tok':>8} {'new tok/s':>9} {'peak RSS':>9}")
     figures: dict[str, float] = {}
-    for side in (bench.today, bench.shared):
+    for side in (bench.today, bench.fast):
         s = side.policy.stats
-        print(f"{side.name:<8} {side.wall:>8.1f} {s.prefill_seconds:>9.1f} "
+        print(f"{side.name:<6} {side.wall:>8.1f} {s.prefill_seconds:>9.1f} "
               f"{s.decode_seconds:>8.1f} {s.prefills:>8} "
               f"{100 * s.shared_prompts / max(s.prompts, 1):>6.1f}% {s.prefill_tokens:>13} "
+              f"{s.padded_tokens:>10} "
               f"{s.prompt_tokens / max(s.prefill_seconds, 1e-9):>12.1f} {s.new_tokens:>8} "
               f"{s.new_tokens / max(side.wall, 1e-9):>9.1f} {side.peak_rss / 2**30:>7.2f} GB")
         figures[f"{side.name}_wall"] = side.wall
         figures[f"{side.name}_new_tokens"] = s.new_tokens
-    today, shared = bench.today.policy.stats, bench.shared.policy.stats
-    ratio = bench.today.wall / max(bench.shared.wall, 1e-9)
+        figures[f"{side.name}_peak_rss_gb"] = side.peak_rss / 2**30
+    today, fast = bench.today.policy.stats, bench.fast.policy.stats
+    ratio = bench.today.wall / max(bench.fast.wall, 1e-9)
     per_token = ((bench.today.wall / max(today.new_tokens, 1))
-                 / (bench.shared.wall / max(shared.new_tokens, 1)))
+                 / (bench.fast.wall / max(fast.new_tokens, 1)))
     print()
-    print(f"prompts answered: {shared.prompts} ({shared.prompt_tokens} prompt tokens); served "
-          f"from a shared prefill: {shared.shared_prompts} "
-          f"({100 * shared.shared_prompts / max(shared.prompts, 1):.1f}%); prefills "
-          f"{today.prefills} -> {shared.prefills}, prefilled tokens {today.prefill_tokens} -> "
-          f"{shared.prefill_tokens} ({today.prefill_tokens / max(shared.prefill_tokens, 1):.2f}x "
-          f"fewer)")
+    print(f"prompts answered: {fast.prompts} ({fast.prompt_tokens} prompt tokens); served "
+          f"from a shared prefill: {fast.shared_prompts} "
+          f"({100 * fast.shared_prompts / max(fast.prompts, 1):.1f}%); prefills "
+          f"{today.prefills} -> {fast.prefills}, prefilled tokens {today.prefill_tokens} -> "
+          f"{fast.prefill_tokens} ({today.prefill_tokens / max(fast.prefill_tokens, 1):.2f}x "
+          f"fewer); positions computed {today.padded_tokens} -> {fast.padded_tokens}")
     print(f"a prefix cache over each call's prompts (shared prefixes, not only identical "
           f"prompts) would prefill {bench.trie_tokens} tokens "
           f"({today.prefill_tokens / max(bench.trie_tokens, 1):.2f}x fewer than today)")
     print(f"where the time went: today prefill "
           f"{100 * today.prefill_seconds / bench.today.wall:.0f}% / decode "
-          f"{100 * today.decode_seconds / bench.today.wall:.0f}%, shared prefill "
-          f"{100 * shared.prefill_seconds / bench.shared.wall:.0f}% / decode "
-          f"{100 * shared.decode_seconds / bench.shared.wall:.0f}% of each side's wall time")
-    ceiling = bench.today.wall / max(today.decode_seconds, 1e-9)
-    print(f"ceiling for any prefill saving (today's wall / today's decode time): {ceiling:.2f}x; "
-          f"decode {today.new_tokens} new tokens vs prefill {today.prefill_tokens} prompt tokens")
-    print(f"speed-up (today / shared): {ratio:.2f}x in wall time, {per_token:.2f}x per new token")
+          f"{100 * today.decode_seconds / bench.today.wall:.0f}%, fast prefill "
+          f"{100 * fast.prefill_seconds / bench.fast.wall:.0f}% / decode "
+          f"{100 * fast.decode_seconds / bench.fast.wall:.0f}% of each side's wall time")
+    for side in (bench.today, bench.fast):
+        mean_gap, max_gap = logprob_gaps(model, side)
+        print(f"{side.name}: recorded log-probs vs one forward pass "
+              f"({'bf16 autocast' if side.amp else 'float32'}) over {len(side.replies)} "
+              f"replies: mean |gap| {mean_gap:.2e}, max {max_gap:.2e}")
+        figures[f"{side.name}_logprob_gap_max"] = max_gap
+    print(f"speed-up (today / fast): {ratio:.2f}x in wall time, {per_token:.2f}x per new token")
     figures.update(ratio=ratio, ratio_per_new_token=per_token, trie_tokens=bench.trie_tokens,
-                   prefill_ceiling=ceiling,
-                   shared_share=shared.shared_prompts / max(shared.prompts, 1))
+                   shared_share=fast.shared_prompts / max(fast.prompts, 1))
     return figures
 
 

@@ -41,6 +41,7 @@ import torch.nn.functional as F
 
 from gagpo.agents.parser import fill_template, is_template
 from gagpo.agents.policies.base import MODES, Policy, Reply, Request
+from gagpo.agents.policies.kv_cache import decode_attention, new_cache
 from gagpo.agents.prompts import chat_prompt_ids
 from gagpo.common.numbers import check_number
 
@@ -56,16 +57,19 @@ def pack_identical(prompts: Sequence[Sequence[int]], size: int) -> list[list[int
     would make (``ceil(n / size)``), identical prompts together where that allows.
 
     Identical prompts form groups (a group larger than ``size`` is cut into pieces of ``size``);
-    groups are packed whole, largest first, into the first batch with room. When that would take
-    more batches than ``ceil(n / size)``, the groups are laid end to end and cut every ``size``
-    instead: a group may then straddle two batches and is prefilled in each, which costs less
-    than a batch more of decoding.
+    groups are packed whole, longest prompt first (then largest group first), into the first
+    batch with room: prompts of like lengths share a batch, so little of it is left padding,
+    which is computed like any token. When that would take more batches than
+    ``ceil(n / size)``, the groups are laid end to end and cut every ``size`` instead: a group
+    may then straddle two batches and is prefilled in each, which costs less than a batch more
+    of decoding.
     """
     groups: dict[tuple[int, ...], list[int]] = {}
     for i, p in enumerate(prompts):
         groups.setdefault(tuple(p), []).append(i)
     pieces = [g[k:k + size] for g in groups.values() for k in range(0, len(g), size)]
-    pieces.sort(key=len, reverse=True)  # stable: ties keep their first appearance's order
+    # Stable: ties keep their first appearance's order.
+    pieces.sort(key=lambda piece: (len(prompts[piece[0]]), len(piece)), reverse=True)
     batches: list[list[int]] = []
     for piece in pieces:
         for batch in batches:
@@ -94,6 +98,8 @@ class GenerationStats:
     """Tokens of every prompt answered."""
     prefill_tokens: int = 0
     """Tokens prefilled, padding excluded."""
+    padded_tokens: int = 0
+    """Positions the prefill passes computed: rows x the batch's longest prompt."""
     new_tokens: int = 0
     """Reply tokens sampled."""
     prefill_seconds: float = 0.0
@@ -125,6 +131,9 @@ class TransformersPolicy(Policy):
         share_prefill: in generate mode, prefill identical prompts of one :meth:`act` batch
             once and sample each request's reply from a copy of that cache (see the module
             docstring); False prefills every prompt for itself, in request order.
+        fast_decode: decode into a cache with room reserved for the reply, attending in float32
+            under autocast (:mod:`gagpo.agents.policies.kv_cache`); False decodes with
+            transformers' own cache and attention (what benchmarks compare against).
     """
 
     def __init__(
@@ -143,6 +152,7 @@ class TransformersPolicy(Policy):
         reply_template: str = "<think></think><action>{action}</action>",
         length_normalize: bool = False,
         share_prefill: bool = True,
+        fast_decode: bool = True,
     ) -> None:
         if mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}, not {mode!r}")
@@ -161,6 +171,7 @@ class TransformersPolicy(Policy):
         self.reply_template = reply_template
         self.length_normalize = length_normalize
         self.share_prefill = share_prefill
+        self.fast_decode = fast_decode
         self.stats = GenerationStats()
         if device is not None:
             model.to(device)
@@ -262,7 +273,19 @@ class TransformersPolicy(Policy):
         # Left padding shifts each row: positions count real tokens only, so a padded row
         # sees the same positions (hence the same logits) as it would alone.
         positions = (mask.cumsum(-1) - 1).clamp(min=0)
-        logits, cache = self._forward(ids, mask, positions, last_only=True)
+        # A cache with room for the replies (no copy of the whole cache per token), and decode
+        # attention that stays fast under bf16 (see gagpo.agents.policies.kv_cache).
+        if not self.fast_decode:
+            return self._decode(prompts, unique, source, ids, mask, positions, started, None)
+        with decode_attention(self.model):
+            return self._decode(prompts, unique, source, ids, mask, positions, started,
+                                new_cache(self.max_new_tokens))
+
+    def _decode(self, prompts: list[list[int]], unique: list[list[int]], source: list[int],
+                ids: torch.Tensor, mask: torch.Tensor, positions: torch.Tensor,
+                started: float, cache: Any) -> list[tuple[list[int], list[float]]]:
+        n = len(prompts)
+        logits, cache = self._forward(ids, mask, positions, cache, last_only=True)
         logits = logits[:, -1].float()
         if len(unique) < n:  # one row per prompt again: each copy gets its own cache rows
             index = torch.tensor(source, device=self.device)
@@ -276,6 +299,7 @@ class TransformersPolicy(Policy):
         stats.shared_prompts += sum(c for c in Counter(source).values() if c > 1)
         stats.prompt_tokens += sum(len(p) for p in prompts)
         stats.prefill_tokens += sum(len(p) for p in unique)
+        stats.padded_tokens += ids.numel()
         stats.prefill_seconds += decoding - started
         next_pos = positions[:, -1:] + 1
         out_ids: list[list[int]] = [[] for _ in range(n)]

@@ -1,0 +1,103 @@
+"""The decoding cache and decode attention of the transformers policy: the reserved cache holds
+exactly what transformers' DynamicCache holds, one decoded token under autocast attends as
+float32 SDPA does on a left-padded batch, and replies sampled under bf16 autocast carry the
+log-probs a plain forward pass under the same autocast gives."""
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from gagpo.agents.models import load_model
+from gagpo.agents.policies import TransformersPolicy
+from gagpo.agents.policies.base import Request
+from gagpo.agents.policies.kv_cache import (
+    ATTENTION,
+    _decode_attention,
+    decode_attention,
+    new_cache,
+)
+
+torch.set_num_threads(1)
+
+pytestmark = pytest.mark.skipif(new_cache(1) is None, reason="transformers without cache layers")
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    return load_model("tiny", device="cpu")
+
+
+def test_reserved_cache_holds_what_a_dynamic_cache_holds_through_drops_and_copies():
+    from transformers import DynamicCache
+
+    g = torch.Generator().manual_seed(0)
+    reserved, dynamic = new_cache(reserve=3), DynamicCache()
+    steps = [torch.randn(4, 2, 5, 8, generator=g)] + \
+        [torch.randn(4, 2, 1, 8, generator=g) for _ in range(6)]  # past the reserve: regrows
+    for t, kv in enumerate(steps):
+        if t == 2:  # rows copied for shared prompts, then finished rows dropped
+            for c in (reserved, dynamic):
+                c.reorder_cache(torch.tensor([0, 0, 3, 1]))
+        if t == 4:
+            for c in (reserved, dynamic):
+                c.batch_select_indices(torch.tensor([1, 3]))
+            steps[t:] = [s[:2] for s in steps[t:]]
+            kv = steps[t]
+        for layer in range(2):
+            got = reserved.update(kv + layer, -kv, layer)
+            want = dynamic.update(kv + layer, -kv, layer)
+            assert torch.equal(got[0], want[0]) and torch.equal(got[1], want[1])
+        assert reserved.get_seq_length() == dynamic.get_seq_length()
+
+
+def test_one_token_under_autocast_attends_in_float32_and_prompts_as_before(tiny):
+    from transformers.integrations.sdpa_attention import sdpa_attention_forward
+
+    module = tiny[0].model.layers[0].self_attn  # 4 query heads on 2 key/value heads
+    g = torch.Generator().manual_seed(1)
+    q = torch.randn(3, 4, 1, 16, generator=g)
+    k, v = (torch.randn(3, 2, 9, 16, generator=g) for _ in range(2))
+    v = v.bfloat16().float()  # values a bf16 projection gave (the cache keeps them widened)
+    mask = torch.ones(3, 1, 1, 9, dtype=torch.bool)
+    mask[1, ..., :4] = False  # a left-padded row
+    exact, _ = sdpa_attention_forward(module, q, k, v, mask, scaling=0.25)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        mine, _ = _decode_attention(module, q, k, v.bfloat16(), mask, scaling=0.25)
+        cast, _ = sdpa_attention_forward(module, q, k, v, mask, scaling=0.25)
+        prompt = torch.randn(3, 4, 9, 16, generator=g)
+        full_mask = mask.expand(3, 1, 9, 9)
+        assert torch.equal(_decode_attention(module, prompt, k, v, full_mask)[0],
+                           sdpa_attention_forward(module, prompt, k, v, full_mask)[0])
+    assert mine.dtype == torch.float32 and cast.dtype == torch.bfloat16
+    torch.testing.assert_close(mine, exact, atol=1e-6, rtol=1e-5)
+    assert not torch.allclose(cast.float(), exact, atol=1e-4)  # what autocast alone would do
+
+
+def test_decode_attention_is_switched_on_only_while_generating(tiny):
+    model = tiny[0]
+    assert model.config._attn_implementation == "sdpa"
+    with decode_attention(model):
+        assert model.config._attn_implementation == ATTENTION
+    assert model.config._attn_implementation == "sdpa"
+    with pytest.raises(RuntimeError), decode_attention(model):
+        raise RuntimeError("generation failed")
+    assert model.config._attn_implementation == "sdpa"  # restored on errors too
+
+
+def test_replies_under_bf16_autocast_carry_a_forward_passes_logprobs(tiny):
+    model, tok = tiny
+    policy = TransformersPolicy(model, tok, temperature=1.0, max_new_tokens=20, batch_size=4,
+                                seed=0)
+    texts = ["hi", "find a red pair of running shoes " * 3, "hi", "what now? " * 12]
+    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+        replies = policy.act([Request([{"role": "user", "content": t}]) for t in texts])
+        for reply in replies:
+            ids = torch.tensor([reply.prompt_token_ids + reply.token_ids])
+            logits = model(input_ids=ids).logits[0].float()
+            start = len(reply.prompt_token_ids)
+            expected = F.log_softmax(logits[start - 1: -1], dim=-1).gather(
+                -1, torch.tensor(reply.token_ids)[:, None])[:, 0]
+            # bf16 rounding differs between one pass and token-by-token decoding, not more.
+            torch.testing.assert_close(torch.tensor(reply.logprobs), expected, atol=0.1,
+                                       rtol=0)
+    assert model.config._attn_implementation == "sdpa"
