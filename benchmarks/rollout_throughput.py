@@ -113,6 +113,7 @@ class Side:
     wall: float = 0.0
     peak_rss: int = 0
     calls: int = 0
+    new_tokens: int = 0
     replies: list[Reply] = field(default_factory=list)
     """Up to 64 of its replies, for the log-prob check."""
 
@@ -124,6 +125,8 @@ class SideBySide:
 
     today: Side
     fast: Side
+    others: list[Side] = field(default_factory=list)
+    """More sides answering the same requests (vLLM's)."""
     prompt_lengths: list[int] = field(default_factory=list)
     batch_sizes: list[int] = field(default_factory=list)
     trie_tokens: int = 0
@@ -133,9 +136,9 @@ class SideBySide:
             r.messages  # noqa: B018
         import torch
 
-        sides = [self.today, self.fast]
-        if len(self.batch_sizes) % 2:
-            sides.reverse()
+        sides = [self.today, self.fast, *self.others]
+        turn = len(self.batch_sizes) % len(sides)
+        sides = sides[turn:] + sides[:turn]  # who goes first rotates
         replies: dict[str, list[Reply]] = {}
         for side in sides:
             with PeakRSS() as rss, torch.no_grad(), \
@@ -146,6 +149,7 @@ class SideBySide:
                 side.wall += time.perf_counter() - started
             side.peak_rss, side.calls = max(side.peak_rss, rss.peak), side.calls + 1
             side.replies += replies[side.name][:64 - len(side.replies)]
+            side.new_tokens += sum(len(r.token_ids) for r in replies[side.name])
         out = replies[self.fast.name]
         self.prompt_lengths += [len(r.prompt_token_ids or []) for r in out]
         self.trie_tokens += trie_tokens([r.prompt_token_ids or [] for r in out])
@@ -197,6 +201,13 @@ def measure(args: argparse.Namespace) -> dict[str, float] | None:
         Side("today", TransformersPolicy(model, tok, share_prefill=False, fast_decode=False,
                                          batch_size=today_batch, **kwargs)),
         Side("fast", TransformersPolicy(model, tok, batch_size=fast_batch, **kwargs), amp=amp))
+    if args.vllm:  # built before the first environment (vLLM's CPU build: see its policy)
+        from gagpo.agents.policies.vllm import VLLMPolicy
+
+        engine = VLLMPolicy(args.model, tok, dtype="bf16" if amp else "float32",
+                            enable_prefix_caching=True, max_model_len=2048, **kwargs)
+        engine.act([Request([{"role": "user", "content": "Hello"}])] * 2)  # warm up
+        bench.others.append(Side("vllm", engine, amp=amp))  # amp: its log-prob check's
     # Warm up (first passes allocate): a short prompt through each side, off the books.
     for side in (bench.today, bench.fast):
         warm = TransformersPolicy(model, tok, share_prefill=side.policy.share_prefill,
@@ -245,6 +256,12 @@ def measure(args: argparse.Namespace) -> dict[str, float] | None:
         figures[f"{side.name}_wall"] = side.wall
         figures[f"{side.name}_new_tokens"] = s.new_tokens
         figures[f"{side.name}_peak_rss_gb"] = side.peak_rss / 2**30
+    for side in bench.others:  # no prefill/decode split: wall time and new tokens only
+        print(f"{side.name:<6} {side.wall:>8.1f} {'':>9} {'':>8} {'':>8} {'':>7} {'':>13} "
+              f"{'':>10} {'':>12} {side.new_tokens:>8} "
+              f"{side.new_tokens / max(side.wall, 1e-9):>9.1f} {side.peak_rss / 2**30:>7.2f} GB")
+        figures[f"{side.name}_wall"] = side.wall
+        figures[f"{side.name}_ratio"] = bench.today.wall / max(side.wall, 1e-9)
     today, fast = bench.today.policy.stats, bench.fast.policy.stats
     ratio = bench.today.wall / max(bench.fast.wall, 1e-9)
     per_token = ((bench.today.wall / max(today.new_tokens, 1))
@@ -264,13 +281,16 @@ def measure(args: argparse.Namespace) -> dict[str, float] | None:
           f"{100 * today.decode_seconds / bench.today.wall:.0f}%, fast prefill "
           f"{100 * fast.prefill_seconds / bench.fast.wall:.0f}% / decode "
           f"{100 * fast.decode_seconds / bench.fast.wall:.0f}% of each side's wall time")
-    for side in (bench.today, bench.fast):
+    for side in (bench.today, bench.fast, *bench.others):
         mean_gap, max_gap = logprob_gaps(model, side)
         print(f"{side.name}: recorded log-probs vs one forward pass "
               f"({'bf16 autocast' if side.amp else 'float32'}) over {len(side.replies)} "
               f"replies: mean |gap| {mean_gap:.2e}, max {max_gap:.2e}")
         figures[f"{side.name}_logprob_gap_max"] = max_gap
     print(f"speed-up (today / fast): {ratio:.2f}x in wall time, {per_token:.2f}x per new token")
+    for side in bench.others:
+        print(f"speed-up (today / {side.name}): {figures[side.name + '_ratio']:.2f}x in wall "
+              f"time")
     figures.update(ratio=ratio, ratio_per_new_token=per_token, trie_tokens=bench.trie_tokens,
                    shared_share=fast.shared_prompts / max(fast.prompts, 1))
     return figures
@@ -291,6 +311,8 @@ def main(argv: list[str] | None = None) -> dict[str, float] | None:
     parser.add_argument("--temperature", type=float, default=1.0)
     parser.add_argument("--model", default="smollm2-135m")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--vllm", action="store_true",
+                        help="a third side: a vLLM engine with prefix caching (vLLM installed)")
     parser.add_argument("--out", type=Path, default=None,
                         help="also write the report to OUT/report.txt")
     args = parser.parse_args(argv)
