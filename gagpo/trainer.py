@@ -615,9 +615,11 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
             write_json(out / "evals.json", evals, indent=1)
         if len(set(digests)) > 1:
             print(f"warning: parameters differ across ranks: {digests}")
-    # A warm start alone (``--iterations 0 --bc-episodes N``) is saved too: it is the model
-    # later runs start from (``--model RUN_DIR/final``).
-    if cfg.iterations > start or (state is None and cfg.bc_episodes > 0):
+    # The model at the run's last iteration: also when a resume found the checkpoint already
+    # there (a run stopped early and ended with ``--resume --iterations K``). A warm start alone
+    # (``--iterations 0 --bc-episodes N``) is saved too: later runs start from it
+    # (``--model RUN_DIR/final``).
+    if (cfg.iterations > 0 and start <= cfg.iterations) or (state is None and cfg.bc_episodes > 0):
         save_pretrained(model, tokenizer, out / "final", rank)
     shutdown_distributed()
     return evals

@@ -4,6 +4,7 @@ uninterrupted run, and torchrun's ranks keep identical parameters."""
 import importlib.util
 import json
 import os
+import shutil
 import subprocess
 import sys
 from dataclasses import replace
@@ -746,3 +747,18 @@ def test_a_warm_start_alone_is_saved_for_later_runs_to_start_from(tmp_path):
                zip(start.state_dict().values(), saved.state_dict().values(), strict=True))
     train(_tiny_cfg(tmp_path / "nothing", iterations=0))
     assert not (tmp_path / "nothing" / "final").exists()
+
+
+def test_a_run_ended_at_its_checkpoint_saves_its_final_model(tmp_path):
+    """A run stopped after a checkpoint and resumed with ``--iterations`` at that checkpoint's
+    iteration trains no more and saves ``final/``: the checkpoint's model."""
+    from gagpo.agents.models import load_model
+
+    out = tmp_path / "run"
+    train(_tiny_cfg(out, iterations=1))
+    shutil.rmtree(out / "final")  # as if killed between the checkpoint and the end
+    checkpoint = torch.load(out / "checkpoint.pt", weights_only=False)
+    train(_tiny_cfg(out, iterations=1, resume=True))
+    saved = load_model(str(out / "final"))[0].state_dict()
+    for name, tensor in checkpoint["model"].items():
+        assert torch.equal(saved[name], tensor), name
