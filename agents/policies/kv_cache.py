@@ -3,17 +3,18 @@
 Measured on SmolLM2-135M, 8-64 rows of 600-token prompts, 2-core AVX512-BF16 CPU
 (``benchmarks/rollout_throughput.py`` has the end-to-end figures):
 
-* :class:`ReservedCache`. ``DynamicCache`` appends each new token's keys and values with
-  ``torch.cat``, which copies the whole cache at every step: 37% of a decode step at 16 rows,
-  and the reason a batch of 64 rows decoded no faster than 8. Its layers here write into
-  buffers sized once for the prompt plus the reply (``reserve``) and hand attention a view; the
-  numbers are the same (the cached values are bit for bit those ``DynamicCache`` holds).
-* :func:`decode_attention`. Under bf16 autocast, SDPA casts the whole cache to bf16 at every
-  step and PyTorch's CPU flash kernel is slow in bf16 for one query token: attention was 60% of
-  a bf16 decode step, which took twice the float32 one. While it is active, one query token
-  under autocast attends in float32 with autocast off (the cache keeps float32 keys and values,
-  so nothing is cast); the weights' products stay in bf16, where they are twice as fast, and
-  prompts (many query tokens) and training passes still run SDPA under autocast.
+* :func:`new_cache` (:class:`ReservedLayer`). ``DynamicCache`` appends each new token's keys
+  and values with ``torch.cat``, which copies the whole cache at every step: 37% of a decode
+  step at 16 rows, and the reason a batch of 64 rows decoded no faster than 8. These layers
+  write into buffers sized once for the prompt plus the reply (``reserve``) and hand attention
+  a view; the cached values are bit for bit those ``DynamicCache`` holds.
+* :func:`decode_attention`. Under bf16 autocast on a CPU, SDPA casts the whole cache to bf16
+  at every step, and PyTorch's CPU flash kernel is slow in bf16 for one query token: attention
+  was 60% of a bf16 decode step, which took twice the float32 one. While it is active, one
+  query token under CPU autocast attends in float32 with autocast off (the cache keeps float32
+  keys and values, so nothing is cast); the weights' products stay in bf16, where they are
+  twice as fast, and prompts (many query tokens) and training passes still run SDPA under
+  autocast.
 """
 
 from __future__ import annotations
@@ -117,11 +118,12 @@ def new_cache(reserve: int) -> Any:
 def _decode_attention(module: torch.nn.Module, query: torch.Tensor, key: torch.Tensor,
                       value: torch.Tensor, attention_mask: torch.Tensor | None,
                       **kwargs: Any) -> tuple[torch.Tensor, None]:
-    """SDPA; for one query token under autocast, SDPA in float32 with autocast off."""
+    """SDPA; for one query token under CPU autocast, SDPA in float32 with autocast off (GPUs
+    have fast bf16 kernels for it)."""
     from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
     device = query.device.type
-    if query.shape[2] == 1 and torch.is_autocast_enabled(device):
+    if query.shape[2] == 1 and device == "cpu" and torch.is_autocast_enabled(device):
         with torch.autocast(device, enabled=False):
             return sdpa_attention_forward(module, query.float(), key.float(), value.float(),
                                           attention_mask, **kwargs)
