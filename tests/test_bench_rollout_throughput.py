@@ -30,3 +30,26 @@ def test_rollout_throughput_compares_both_paths_on_the_same_prompts(tmp_path, ca
     assert today_prefills == 12 and fast_prefills <= today_prefills - 4
     # The tiny model runs in float32 on both sides (too small for bf16): same numerics.
     assert figures["today_logprob_gap_max"] < 1e-4 and figures["fast_logprob_gap_max"] < 1e-4
+
+
+def test_the_papers_model_shape_is_qwen25_15b_sized():
+    """``--like qwen2.5-1.5b`` (the GPU checks' throughput run) builds a model of that size:
+    1.5B parameters with Qwen2.5's 151,936-token vocabulary, as many with another tokenizer's
+    (counted on the meta device: no memory)."""
+    from transformers import AutoModelForCausalLM
+
+    from gagpo.agents.models import load_model
+
+    class Qwen25Vocabulary:  # Qwen2.5's tokenizer sizes, without downloading it
+        eos_token_id, pad_token_id = 151645, 151643
+
+        def __len__(self):
+            return 151936
+
+    with torch.device("meta"):
+        model = AutoModelForCausalLM.from_config(
+            rollout_throughput.shape_config("qwen2.5-1.5b", Qwen25Vocabulary()))
+    assert 1.54e9 < sum(p.numel() for p in model.parameters()) < 1.55e9  # Qwen2.5-1.5B: 1.54B
+    tok = load_model("tiny")[1]
+    config = rollout_throughput.shape_config("qwen2.5-1.5b", tok)
+    assert config.vocab_size == len(tok) and config.num_key_value_heads == 2
