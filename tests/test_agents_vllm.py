@@ -196,6 +196,18 @@ def test_copies_of_one_prompt_differ(engine):
 
 
 @needs_vllm_engine
+def test_a_seeded_batch_larger_than_one_engine_step_is_answered(engine):
+    """Long prompts that together overflow one engine step's token budget, as a training
+    batch of WebShop prompts does: every request is answered (vLLM 0.32's CPU build raised
+    "CPU Generator does not use offset" for seeded requests whose prefill was split)."""
+    policy, _, _ = engine
+    request = "a red pair of running shoes for men, size 10, price lower than 50 dollars. " * 40
+    replies = policy.act([Request(chat(f"customer {i}: {request}")) for i in range(12)])
+    assert sum(len(r.prompt_token_ids) for r in replies) > 8192
+    assert all(1 <= len(r.token_ids) <= policy.max_new_tokens for r in replies)
+
+
+@needs_vllm_engine
 def test_stop_string_ends_the_reply_and_is_kept(engine):
     policy, _, tok = engine
     policy.stop = ("e",)  # a string every model soon produces

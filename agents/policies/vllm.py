@@ -201,6 +201,14 @@ class VLLMPolicy(Policy):
             engine_kwargs["max_model_len"] = max_model_len
         if seed is not None:
             engine_kwargs["seed"] = seed
+            from vllm.platforms import current_platform
+
+            if current_platform.is_cpu():
+                # vLLM 0.32's CPU build rewinds a seeded request's generator after a partial
+                # (chunked) prefill with ``get_offset``, which CPU generators lack: "RuntimeError:
+                # CPU Generator does not use offset" once a batch's prompts overflow a step's
+                # token budget. Unchunked, each prompt is prefilled in one step.
+                engine_kwargs.setdefault("enable_chunked_prefill", False)
         try:
             self.llm = LLM(
                 model=self.model_path,
