@@ -18,7 +18,7 @@ one model with one seed:
 The fast side's replies drive the envs, so both sides answer exactly the same prompts; which
 side goes first alternates from batch to batch, so that load on a shared machine lands on both.
 Their replies differ (different draws from the same distributions), hence their new-token counts
-too: the ratio per new token is printed beside the wall-time ratio. Afterwards, up to 64 of
+too: the ratio per new token is printed beside the wall-time ratio. Afterwards, up to 16 of
 each side's replies are scored by one plain forward pass (prompt + reply, under that side's
 autocast): the gap to the log-probs the side recorded says whether it samples from the
 distribution the trainer computes.
@@ -118,7 +118,7 @@ class Side:
     peak_gpu: int = 0
     """Peak CUDA memory torch allocated while the side ran (on a GPU; vLLM's own pool aside)."""
     replies: list[Reply] = field(default_factory=list)
-    """Up to 64 of its replies, for the log-prob check."""
+    """Up to 16 of its replies, for the log-prob check."""
 
 
 @dataclass
@@ -157,7 +157,7 @@ class SideBySide:
             side.peak_rss, side.calls = max(side.peak_rss, rss.peak), side.calls + 1
             if self.device == "cuda":
                 side.peak_gpu = max(side.peak_gpu, torch.cuda.max_memory_allocated())
-            side.replies += replies[side.name][:64 - len(side.replies)]
+            side.replies += replies[side.name][:16 - len(side.replies)]
             side.new_tokens += sum(len(r.token_ids) for r in replies[side.name])
         out = replies[self.fast.name]
         self.prompt_lengths += [len(r.prompt_token_ids or []) for r in out]

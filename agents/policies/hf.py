@@ -305,22 +305,28 @@ class TransformersPolicy(Policy):
         out_ids: list[list[int]] = [[] for _ in range(n)]
         out_lps: list[list[float]] = [[] for _ in range(n)]
         rows = list(range(n))  # original index of each row still in the batch
+        alive = [True] * n  # whether that row's reply goes on
         for step in range(self.max_new_tokens):
             tokens, logprobs = self._next_tokens(logits)
-            keep: list[int] = []
             for r, (tok, lp) in enumerate(zip(tokens.tolist(), logprobs.tolist(), strict=True)):
+                if not alive[r]:
+                    continue
                 i = rows[r]
                 out_ids[i].append(tok)
                 out_lps[i].append(lp)
-                if tok not in self.eos_ids and not self._hit_stop(out_ids[i]):
-                    keep.append(r)
+                alive[r] = tok not in self.eos_ids and not self._hit_stop(out_ids[i])
+            keep = [r for r, a in enumerate(alive) if a]
             if not keep or step == self.max_new_tokens - 1:
                 break
-            if len(keep) < len(rows):  # drop finished rows from the batch and its cache
+            # Finished rows leave the batch and its cache. Each removal copies the cache, so
+            # the fast path waits until half the rows are done, decoding the others' tokens
+            # for nothing meanwhile (a row costs little next to reading the weights).
+            finished = len(rows) - len(keep)
+            if finished >= (max(1, len(rows) // 2) if self.fast_decode else 1):
                 index = torch.tensor(keep, device=self.device)
                 cache.batch_select_indices(index)
                 tokens, mask, next_pos = tokens[index], mask[index], next_pos[index]
-                rows = [rows[r] for r in keep]
+                rows, alive = [rows[r] for r in keep], [True] * len(keep)
             mask = torch.cat([mask, mask.new_ones((len(rows), 1))], dim=1)
             logits, cache = self._forward(tokens[:, None], mask, next_pos, cache)
             logits = logits[:, -1].float()

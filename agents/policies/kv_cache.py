@@ -25,6 +25,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import torch
+import torch.nn.functional as F
 
 log = logging.getLogger(__name__)
 
@@ -123,10 +124,19 @@ def _decode_attention(module: torch.nn.Module, query: torch.Tensor, key: torch.T
     from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
     device = query.device.type
-    if query.shape[2] == 1 and device == "cpu" and torch.is_autocast_enabled(device):
+    plain = not kwargs.get("softcap") and kwargs.get("position_bias") is None \
+        and not kwargs.get("dropout")
+    if query.shape[2] == 1 and device == "cpu" and plain and torch.is_autocast_enabled(device):
+        # The query heads that share a key/value head attend together, as that head's
+        # "positions": no copy of the cache per query head (older transformers repeat it).
+        batch, heads, _, dim = query.shape
+        kv_heads = key.shape[1]
+        q = query.float().reshape(batch, kv_heads, heads // kv_heads, dim)
+        mask = None if attention_mask is None else attention_mask[:, :, -1:, : key.shape[-2]]
         with torch.autocast(device, enabled=False):
-            return sdpa_attention_forward(module, query.float(), key.float(), value.float(),
-                                          attention_mask, **kwargs)
+            out = F.scaled_dot_product_attention(q, key.float(), value.float(), attn_mask=mask,
+                                                 scale=kwargs.get("scaling"))
+        return out.reshape(batch, heads, 1, dim).transpose(1, 2).contiguous(), None
     return sdpa_attention_forward(module, query, key, value, attention_mask, **kwargs)
 
 
