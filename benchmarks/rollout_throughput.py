@@ -16,12 +16,12 @@ one model with one seed:
   decoded token (``fast_decode``; :mod:`gagpo.agents.policies.kv_cache`).
 
 The fast side's replies drive the envs, so both sides answer exactly the same prompts; which
-side goes first alternates from batch to batch, so that load on a shared machine lands on both.
+side goes first rotates from batch to batch, so that load on a shared machine lands on both.
 Their replies differ (different draws from the same distributions), hence their new-token counts
 too: the ratio per new token is printed beside the wall-time ratio. Afterwards, up to 16 of
-each side's replies are scored by one plain forward pass (prompt + reply, under that side's
-autocast): the gap to the log-probs the side recorded says whether it samples from the
-distribution the trainer computes.
+each side's replies are scored as the trainer scores them (``gagpo.losses.reply_logprobs``: one
+forward pass over prompt + reply, under that side's autocast): the gap to the log-probs the
+side recorded says whether it samples from the distribution the trainer computes.
 
 Columns: prefill s is the prompts' forward passes (and copying caches), decode s the token-by-
 token loop; prefills and prefilled tok count the prompts and tokens actually computed, padded
@@ -201,25 +201,23 @@ def shape_config(shape: str, tokenizer: Any) -> Any:
                                 pad_token_id=tokenizer.pad_token_id, **fields)
 
 
-def logprob_gaps(model: Any, side: Side) -> tuple[float, float]:
-    """Mean and largest |recorded - forward-pass| log-prob over ``side``'s kept replies' tokens
-    (one plain pass over prompt + reply, under the side's autocast; temperature 1)."""
+def logprob_gaps(model: Any, side: Side, pad_id: int) -> tuple[float, float]:
+    """Mean and largest |recorded - recomputed| log-prob over ``side``'s kept replies' tokens,
+    recomputed as the trainer does (:func:`gagpo.losses.reply_logprobs`: one pass over prompt +
+    reply, under the side's autocast; temperature 1)."""
     import torch
-    import torch.nn.functional as F
+
+    from gagpo.losses import reply_logprobs
 
     gaps: list[torch.Tensor] = []
-    device = next(model.parameters()).device
-    with torch.no_grad(), torch.autocast(device.type, dtype=side.amp or torch.bfloat16,
-                                         enabled=side.amp is not None):
+    with torch.no_grad():
         for reply in side.replies:
             prompt, tokens = list(reply.prompt_token_ids or []), list(reply.token_ids)
             if not prompt or not tokens:
                 continue
-            ids = torch.tensor([prompt + tokens], device=device)
-            logits = model(input_ids=ids).logits[0].float().cpu()
-            logp = F.log_softmax(logits[len(prompt) - 1: -1], dim=-1)
-            expected = logp.gather(-1, torch.tensor(tokens)[:, None])[:, 0]
-            gaps.append((torch.tensor(reply.logprobs) - expected).abs())
+            logp, _, _ = reply_logprobs(model, [prompt], [tokens], pad_id=pad_id,
+                                        autocast_dtype=side.amp)
+            gaps.append((torch.tensor(reply.logprobs) - logp[0].cpu()).abs())
     every = torch.cat(gaps) if gaps else torch.zeros(1)
     return float(every.mean()), float(every.max())
 
@@ -344,7 +342,7 @@ def measure(args: argparse.Namespace) -> dict[str, float] | None:
           f"{100 * fast.prefill_seconds / bench.fast.wall:.0f}% / decode "
           f"{100 * fast.decode_seconds / bench.fast.wall:.0f}% of each side's wall time")
     for side in (bench.today, bench.fast, *bench.others):
-        mean_gap, max_gap = logprob_gaps(model, side)
+        mean_gap, max_gap = logprob_gaps(model, side, tok.pad_token_id)
         print(f"{side.name}: recorded log-probs vs one forward pass "
               f"({'bf16 autocast' if side.amp else 'float32'}) over {len(side.replies)} "
               f"replies: mean |gap| {mean_gap:.2e}, max {max_gap:.2e}")

@@ -20,6 +20,7 @@ Measured on SmolLM2-135M, 8-64 rows of 600-token prompts, 2-core AVX512-BF16 CPU
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 from collections.abc import Iterator
 from typing import Any
@@ -50,7 +51,9 @@ if DynamicLayer is not None:
         in bf16, and :func:`decode_attention` wants both in float32 (bf16 values widen exactly).
         """
 
-        reserve = 0
+        def __init__(self, reserve: int = 0) -> None:
+            super().__init__()
+            self.reserve = reserve
 
         def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args: Any,
                    **kwargs: Any) -> tuple[torch.Tensor, torch.Tensor]:
@@ -112,8 +115,7 @@ def new_cache(reserve: int) -> Any:
     own ``DynamicCache``)."""
     if DynamicLayer is None:
         return None
-    layer = type("ReservedLayer", (ReservedLayer,), {"reserve": reserve})
-    return Cache(layer_class_to_replicate=layer)
+    return Cache(layer_class_to_replicate=functools.partial(ReservedLayer, reserve))
 
 
 def _decode_attention(module: torch.nn.Module, query: torch.Tensor, key: torch.Tensor,
