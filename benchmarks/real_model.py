@@ -131,6 +131,9 @@ class Stage:
     command: list[str]
     done_file: Path
     """Exists once the stage has finished."""
+    metrics: Path | None = None
+    """A training stage's ``metrics.jsonl``: its iterations' own times, which add up across
+    the processes of a resumed run (the stage's wall time is only the last process's)."""
 
 
 def stages(work: Path, s: Settings) -> list[Stage]:
@@ -148,7 +151,7 @@ def stages(work: Path, s: Settings) -> list[Stage]:
     for algo in ESTIMATORS:
         run = work / algo
         out += [Stage(algo, train_command(str(warm / "final"), run, s, algo=algo),
-                      run / "final" / "config.json"),
+                      run / "final" / "config.json", run / "metrics.jsonl"),
                 Stage(f"{algo}_eval", eval_command(str(run / "final"), work / f"eval_{algo}", s),
                       work / f"eval_{algo}" / "summary.json")]
     out.append(Stage("untrained", eval_command(MODEL, work / "eval_untrained", s),
@@ -173,7 +176,11 @@ def run_stage(stage: Stage, log_dir: Path) -> dict[str, float]:
                          f"{log_dir / (stage.name + '.log')}")
     peak = usage.ru_maxrss / 2**20  # KiB on Linux
     print(f"   done in {minutes:.1f} min, peak RSS {peak:.2f} GB", flush=True)
-    return {"minutes": round(minutes, 2), "peak_rss_gb": round(peak, 2)}
+    cost = {"minutes": round(minutes, 2), "peak_rss_gb": round(peak, 2)}
+    if stage.metrics is not None and stage.metrics.exists():
+        rows = [json.loads(line) for line in stage.metrics.read_text().splitlines() if line]
+        cost["iteration_minutes"] = round(sum(r["time/iteration"] for r in rows) / 60, 2)
+    return cost
 
 
 # --- the report ----------------------------------------------------------------------------------
