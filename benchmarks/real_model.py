@@ -1,31 +1,34 @@
-"""A real language model learns to shop: SmolLM2-135M-Instruct on WebShop-v0, on a CPU.
+"""A real language model learns to shop: SmolLM2-135M-Instruct on WebShop-v0 (and ALFWorld-v0),
+on a CPU.
 
 The run goes in stages, each a ``gagpo`` command whose output folder says when it is done, so
 that an interrupted run goes on where it stopped (a stage half done starts over, except
-training, which resumes from its last checkpoint):
+training, which resumes from its last checkpoint). For each environment:
 
-1. baselines on the held-out goals: the expert (knows the goal), WebShop's rule baseline;
-2. the untrained model on the same goals;
-3. the warm start: behaviour cloning on the expert's won episodes of training goals, its
+1. baselines on the held-out tasks: the expert (knows the goal), and on WebShop its rule
+   baseline;
+2. the warm start: behaviour cloning on the expert's won episodes of training tasks, its
    replies written with short thoughts that say why it acts (``gagpo train --iterations 0
-   --bc-episodes N``; the model lands in ``warm_start/final``);
-4. the warm-started model on the held-out goals;
-5. reinforcement learning from that checkpoint (``--model warm_start/final``), one run per
-   estimator (GAGPO first, then GiGPO and GRPO with the same budget and seed), each then
-   evaluated on the held-out goals.
+   --bc-episodes N``; the model lands in ``warm_start/final``), then its evaluation;
+3. reinforcement learning from that checkpoint (``--model warm_start/final``), one run per
+   estimator (on WebShop GAGPO, then GiGPO and GRPO with the same budget and seed; on ALFWorld
+   GAGPO), each then evaluated on the held-out tasks;
+4. the untrained model on the same tasks (last: its episodes run to the step limit).
 
-Every evaluation plays the first ``--goals`` goals of WebShop's test split (never trained on),
-at the trainer's evaluation temperature, and is summarised from its trajectories: well-formed
-reply rate, admissible-action rate, success and score with 95% intervals, mean episode length.
+WebShop's stages come first and keep the first run's names (``warm_start``, ``gagpo_eval``);
+ALFWorld's carry the prefix ``alfworld_``. Every evaluation plays the first tasks of a split
+never trained on (WebShop's test goals, ALFWorld's ``valid_unseen`` games) at the trainer's
+evaluation temperature, and is summarised from its trajectories: well-formed reply rate,
+admissible-action rate, success and score with 95% intervals, mean episode length.
 
     python -m benchmarks.real_model --work runs/real_model --out benchmarks/results/real_model
-    python -m benchmarks.real_model --stages baselines,warm_start   # some stages only
-    python -m benchmarks.real_model --report-only                   # the table from what is done
+    python -m benchmarks.real_model --stages expert,rule,warm_start   # some stages only
+    python -m benchmarks.real_model --report-only                     # the tables from what is done
 
-``--out`` receives the table (``table.md``), the curves of the RL runs (``curves.png``), the
-commands each stage ran and their logs' last lines; the weights stay in ``--work``. The CPU
-settings below are chosen to fit a 2-core, 24 GB machine; ``--iterations`` and ``--goals``
-scale the run.
+``--out`` receives the tables (``table.md``), the curves of the RL runs (``curves.png``,
+``curves_alfworld.png``), the commands of every stage, and each stage's time and peak memory
+(``stages.json``); the weights stay in ``--work``. The CPU settings below are chosen to fit a
+2-core, 24 GB machine; ``--iterations`` and ``--goals`` scale the run.
 """
 
 from __future__ import annotations
@@ -44,23 +47,49 @@ from typing import Any
 from benchmarks.record import machine
 
 MODEL = "smollm2-135m"
-ENV = "WebShop-v0"
-MAX_STEPS = 10
-"""Episode limit everywhere (the expert needs 6.5 steps on average when it searches with the
-request's words, as its demonstrations do)."""
 HISTORY = 2
 MAX_PROMPT_TOKENS = 1024
-"""History is dropped oldest first beyond this; a results page alone is about 950 tokens."""
+"""History is dropped oldest first beyond this; a WebShop results page alone is about 950
+tokens."""
 MAX_NEW_TOKENS = 96
 EVAL_TEMPERATURE = 0.4
 SEED = 0
 ESTIMATORS = ("gagpo", "gigpo", "grpo")
 
 
+@dataclass(frozen=True)
+class EnvRun:
+    """One environment's part of the run: where its tasks come from and how long an episode
+    may last."""
+
+    env: str
+    prefix: str
+    """Its stages' and folders' prefix (WebShop's is empty: the first run's names)."""
+    eval_split: str
+    max_steps: int
+    baselines: tuple[str, ...]
+    estimators: tuple[str, ...]
+
+
+WEBSHOP = EnvRun("WebShop-v0", "", "test", 10, ("expert", "rule"), ESTIMATORS)
+"""10 steps: the expert needs 6.5 on average when it searches with the request's words, as its
+demonstrations do."""
+ALFWORLD = EnvRun("ALFWorld-v0", "alfworld_", "valid_unseen", 20, ("expert",), ("gagpo",))
+"""20 steps (ALFWorld's own limit is 50): the expert needs 6.1 on average on the generated
+``valid_unseen`` games, and a CPU pays for every step a failing episode plays. GAGPO only:
+its episodes are long, and the estimators are compared on WebShop."""
+MAX_STEPS = WEBSHOP.max_steps
+
+
 @dataclass
 class Settings:
     goals: int = 200
+    alfworld_games: int = 24
+    """ALFWorld's held-out games (the generated ``valid_unseen`` split holds 24)."""
     bc_episodes: int = 24
+    alfworld_bc_episodes: int = 48
+    """The expert's episodes on ALFWorld's training games (the generated split holds 48;
+    6 steps each on average, against 6.5 on WebShop)."""
     bc_epochs: int = 1
     bc_lr: float = 1e-4
     iterations: int = 6
@@ -95,32 +124,36 @@ def _model_flags(prompt_budget: bool = True) -> list[str]:
     return ["--max-new-tokens", str(MAX_NEW_TOKENS), "--history-length", str(HISTORY), *budget]
 
 
-def eval_command(policy: str, out: Path, s: Settings) -> list[str]:
-    if s.vllm and policy not in ("expert", "rule"):
+def eval_command(policy: str, out: Path, s: Settings, run: EnvRun = WEBSHOP) -> list[str]:
+    if s.vllm and policy not in run.baselines:
         policy = f"vllm:{policy}"
-    cmd = ["gagpo", "eval", "--env", ENV, "--policy", policy, "--split", "test",
-           "--episodes", str(s.goals), "--batch", str(s.eval_batch), "--seed", str(SEED),
-           "--temperature", str(EVAL_TEMPERATURE), "--env-arg", f"max_steps={MAX_STEPS}",
-           "--env-arg", f"max_episode_steps={MAX_STEPS}", "--out", str(out)]
-    if policy not in ("expert", "rule"):
+    episodes = s.goals if run is WEBSHOP else s.alfworld_games
+    cmd = ["gagpo", "eval", "--env", run.env, "--policy", policy, "--split", run.eval_split,
+           "--episodes", str(episodes), "--batch", str(min(s.eval_batch, episodes)),
+           "--seed", str(SEED), "--temperature", str(EVAL_TEMPERATURE),
+           "--env-arg", f"max_steps={run.max_steps}",
+           "--env-arg", f"max_episode_steps={run.max_steps}", "--out", str(out)]
+    if policy not in run.baselines:
         cmd += _model_flags(prompt_budget=not policy.startswith("vllm:"))
     return cmd
 
 
 def train_command(model: str, out: Path, s: Settings, *, algo: str = "gagpo",
-                  warm_start: bool = False) -> list[str]:
-    cmd = ["gagpo", "train", "--env", ENV, "--model", model, "--mode", "generate",
-           "--algo", algo, "--max-steps", str(MAX_STEPS), "--temperature", "1.0",
+                  warm_start: bool = False, run: EnvRun = WEBSHOP) -> list[str]:
+    cmd = ["gagpo", "train", "--env", run.env, "--model", model, "--mode", "generate",
+           "--algo", algo, "--max-steps", str(run.max_steps), "--temperature", "1.0",
            "--eval-temperature", str(EVAL_TEMPERATURE), "--eval-episodes", "0",
            *(s.bc_memory if warm_start else s.rl_memory), "--seed", str(SEED),
            "--out-dir", str(out),
            "--no-progress", "--resume", *_model_flags()]
     if warm_start:
-        return cmd + ["--iterations", "0", "--bc-episodes", str(s.bc_episodes),
+        episodes = s.bc_episodes if run is WEBSHOP else s.alfworld_bc_episodes
+        return cmd + ["--iterations", "0", "--bc-episodes", str(episodes),
                       "--bc-epochs", str(s.bc_epochs), "--bc-lr", str(s.bc_lr), "--bc-batch",
                       "8"]
+    reward = ["--reward", "score"] if run is WEBSHOP else []  # ALFWorld's is its win
     return cmd + ["--iterations", str(s.iterations), "--n-groups", str(s.n_groups),
-                  "--group-size", str(s.group_size), "--lr", str(s.lr), "--reward", "score",
+                  "--group-size", str(s.group_size), "--lr", str(s.lr), *reward,
                   "--kl-coef", "0.01", "--save-every", "1",
                   *(["--generation", "vllm"] if s.vllm else [])]
 
@@ -136,27 +169,34 @@ class Stage:
     the processes of a resumed run (the stage's wall time is only the last process's)."""
 
 
-def stages(work: Path, s: Settings) -> list[Stage]:
-    warm = work / "warm_start"
-    out = [
-        Stage("expert", eval_command("expert", work / "eval_expert", s),
-              work / "eval_expert" / "summary.json"),
-        Stage("rule", eval_command("rule", work / "eval_rule", s),
-              work / "eval_rule" / "summary.json"),
-        Stage("warm_start", train_command(MODEL, warm, s, warm_start=True),
-              warm / "final" / "config.json"),
-        Stage("warm_eval", eval_command(str(warm / "final"), work / "eval_warm_start", s),
-              work / "eval_warm_start" / "summary.json"),
-    ]
-    for algo in ESTIMATORS:
-        run = work / algo
-        out += [Stage(algo, train_command(str(warm / "final"), run, s, algo=algo),
-                      run / "final" / "config.json", run / "metrics.jsonl"),
-                Stage(f"{algo}_eval", eval_command(str(run / "final"), work / f"eval_{algo}", s),
-                      work / f"eval_{algo}" / "summary.json")]
-    out.append(Stage("untrained", eval_command(MODEL, work / "eval_untrained", s),
-                     work / "eval_untrained" / "summary.json"))
+def env_stages(work: Path, s: Settings, run: EnvRun) -> list[Stage]:
+    """One environment's stages: its baselines, the warm start and its evaluation, each
+    estimator from the warm start and its evaluation, and the untrained model (the costliest
+    evaluation: an untrained model's episodes run to the step limit) last."""
+    p = run.prefix
+    warm = work / f"{p}warm_start"
+
+    def evaluation(name: str, policy: str, folder: str) -> Stage:
+        return Stage(name, eval_command(policy, work / folder, s, run),
+                     work / folder / "summary.json")
+
+    out = [evaluation(f"{p}{b}", b, f"{p}eval_{b}") for b in run.baselines]
+    out += [Stage(f"{p}warm_start", train_command(MODEL, warm, s, warm_start=True, run=run),
+                  warm / "final" / "config.json"),
+            evaluation(f"{p}warm_eval", str(warm / "final"), f"{p}eval_warm_start")]
+    for algo in run.estimators:
+        folder = work / f"{p}{algo}"
+        out += [Stage(f"{p}{algo}", train_command(str(warm / "final"), folder, s, algo=algo,
+                                                  run=run),
+                      folder / "final" / "config.json", folder / "metrics.jsonl"),
+                evaluation(f"{p}{algo}_eval", str(folder / "final"), f"{p}eval_{algo}")]
+    out.append(evaluation(f"{p}untrained", MODEL, f"{p}eval_untrained"))
     return out
+
+
+def stages(work: Path, s: Settings) -> list[Stage]:
+    """Every stage, WebShop's first."""
+    return env_stages(work, s, WEBSHOP) + env_stages(work, s, ALFWORLD)
 
 
 def run_stage(stage: Stage, log_dir: Path) -> dict[str, float]:
@@ -196,19 +236,27 @@ def eval_figures(folder: Path) -> dict[str, Any] | None:
     return summary["by_type"]["all"] | {"seconds": summary["seconds"]}
 
 
-ROWS = (("expert (knows the goal)", "eval_expert"), ("rule baseline", "eval_rule"),
-        ("SmolLM2, untrained", "eval_untrained"), ("SmolLM2, warm start", "eval_warm_start"),
-        *((f"SmolLM2, warm start + {a.upper()}", f"eval_{a}") for a in ESTIMATORS))
+BASELINE_LABELS = {"expert": "expert (knows the goal)", "rule": "rule baseline"}
 
 
-def table(work: Path) -> str:
+def rows(run: EnvRun) -> list[tuple[str, str]]:
+    """The table's rows of one environment: (label, evaluation folder)."""
+    p = run.prefix
+    return [*((BASELINE_LABELS[b], f"{p}eval_{b}") for b in run.baselines),
+            ("SmolLM2, untrained", f"{p}eval_untrained"),
+            ("SmolLM2, warm start", f"{p}eval_warm_start"),
+            *((f"SmolLM2, warm start + {a.upper()}", f"{p}eval_{a}") for a in run.estimators)]
+
+
+def table(work: Path, run: EnvRun = WEBSHOP) -> str:
     def pct(f: dict, key: str) -> str:
         lo, hi = f[f"{key}_ci95"]
         return f"{100 * f[key]:.1f} [{100 * lo:.1f}, {100 * hi:.1f}]"
 
-    lines = ["| policy | goals | well-formed % | admissible % | success % | score x100 | "
+    tasks = "goals" if run is WEBSHOP else "games"
+    lines = [f"| policy | {tasks} | well-formed % | admissible % | success % | score x100 | "
              "mean length | eval min |", "|---|---|---|---|---|---|---|---|"]
-    for label, folder in ROWS:
+    for label, folder in rows(run):
         f = eval_figures(work / folder)
         if f is None:
             lines.append(f"| {label} | not run yet | | | | | | |")
@@ -219,20 +267,28 @@ def table(work: Path) -> str:
     return "\n".join(lines)
 
 
+def tables(work: Path) -> str:
+    """Both environments' tables, WebShop's first."""
+    return (f"WebShop-v0, {WEBSHOP.eval_split} goals, at most {WEBSHOP.max_steps} steps:\n\n"
+            f"{table(work, WEBSHOP)}\n\nALFWorld-v0, {ALFWORLD.eval_split} games, at most "
+            f"{ALFWORLD.max_steps} steps:\n\n{table(work, ALFWORLD)}")
+
+
 CURVES = (("train/success", "train success"), ("train/score", "train score"),
           ("train/invalid_rate", "invalid-action rate"), ("loss/kl", "KL to the warm start"),
           ("loss/entropy", "entropy (nats/token)"))
 
 
-def curves(work: Path, png: Path) -> bool:
-    """The RL runs' training curves as a PNG; False when no run has logged an iteration."""
+def curves(work: Path, png: Path, run: EnvRun = WEBSHOP) -> bool:
+    """One environment's RL runs' training curves as a PNG; False when no run has logged an
+    iteration."""
     runs = {}
-    for algo in ESTIMATORS:
-        path = work / algo / "metrics.jsonl"
+    for algo in run.estimators:
+        path = work / f"{run.prefix}{algo}" / "metrics.jsonl"
         if path.exists():
-            rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-            if rows:
-                runs[algo] = rows
+            lines = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+            if lines:
+                runs[algo] = lines
     if not runs:
         return False
     import matplotlib
@@ -242,13 +298,14 @@ def curves(work: Path, png: Path) -> bool:
 
     fig, axes = plt.subplots(1, len(CURVES), figsize=(4 * len(CURVES), 3.2))
     for ax, (key, title) in zip(axes, CURVES, strict=True):
-        for algo, rows in runs.items():
-            points = [(r["iteration"], r[key]) for r in rows if key in r]
+        for algo, logged in runs.items():
+            points = [(r["iteration"], r[key]) for r in logged if key in r]
             if points:
                 ax.plot(*zip(*points, strict=True), marker="o", label=algo.upper())
         ax.set_title(title)
         ax.set_xlabel("iteration")
     axes[0].legend()
+    fig.suptitle(run.env)
     fig.tight_layout()
     png.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(png, dpi=110)
@@ -258,9 +315,10 @@ def curves(work: Path, png: Path) -> bool:
 
 def report(work: Path, out: Path, s: Settings, costs: dict[str, dict[str, float]]) -> str:
     out.mkdir(parents=True, exist_ok=True)
-    text = table(work)
+    text = tables(work)
     (out / "table.md").write_text(text + "\n")
-    curves(work, out / "curves.png")
+    curves(work, out / "curves.png", WEBSHOP)
+    curves(work, out / "curves_alfworld.png", ALFWORLD)
     path = out / "stages.json"  # each stage's minutes and peak RSS, as its last run measured
     known = json.loads(path.read_text()) if path.exists() else {}
     path.write_text(json.dumps(known | costs, indent=1) + "\n")
@@ -310,7 +368,7 @@ def main(argv: list[str] | None = None) -> int:
             costs[st.name] = run_stage(st, args.work / "logs")
             if args.out:
                 report(args.work, args.out, s, costs)
-    text = report(args.work, args.out, s, costs) if args.out else table(args.work)
+    text = report(args.work, args.out, s, costs) if args.out else tables(args.work)
     print(text)
     return 0
 

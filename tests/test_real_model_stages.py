@@ -6,38 +6,61 @@ import json
 
 import pytest
 
-from benchmarks.real_model import ESTIMATORS, GPU, Settings, stages, table
+from benchmarks.real_model import ALFWORLD, GPU, WEBSHOP, Settings, env_stages, stages, table
 from gagpo.cli import build_parser
 from gagpo.train_config import config_from_args
 
 
 @pytest.mark.parametrize("settings", [Settings(), GPU], ids=["cpu", "gpu"])
-def test_every_stage_command_parses_to_the_intended_settings(tmp_path, settings):
+@pytest.mark.parametrize("run", [WEBSHOP, ALFWORLD], ids=["webshop", "alfworld"])
+def test_every_stage_command_parses_to_the_intended_settings(tmp_path, settings, run):
     parser = build_parser()
-    by_name = {st.name: st for st in stages(tmp_path, settings)}
-    assert list(by_name)[:4] == ["expert", "rule", "warm_start", "warm_eval"]
-    assert list(by_name)[-1] == "untrained"  # the costliest evaluation goes last
+    p = run.prefix
+    by_name = {st.name: st for st in env_stages(tmp_path, settings, run)}
+    baselines = [p + b for b in run.baselines]
+    assert list(by_name)[:len(baselines) + 2] == [*baselines, p + "warm_start", p + "warm_eval"]
+    assert list(by_name)[-1] == p + "untrained"  # the costliest evaluation goes last
+    tasks = settings.goals if run is WEBSHOP else settings.alfworld_games
     for st in by_name.values():
         args = parser.parse_args(st.command[1:])
+        assert args.env == run.env
         if st.command[1] == "eval":
-            assert (args.split, args.episodes) == ("test", settings.goals)
+            assert (args.split, args.episodes) == (run.eval_split, tasks)
+            assert args.env_arg == [f"max_steps={run.max_steps}",
+                                    f"max_episode_steps={run.max_steps}"]
             assert args.policy.startswith("vllm:") == (settings.vllm and args.policy not in
-                                                        ("expert", "rule"))
+                                                        run.baselines)
             continue
         cfg = config_from_args(args)
         assert cfg.mode == "generate" and cfg.eval_episodes == 0 and cfg.resume
-        if st.name == "warm_start":
-            assert (cfg.iterations, cfg.bc_episodes) == (0, settings.bc_episodes)
-            assert cfg.bc_teacher == "expert"
+        assert cfg.max_steps == run.max_steps
+        if st.name == p + "warm_start":
+            bc = settings.bc_episodes if run is WEBSHOP else settings.alfworld_bc_episodes
+            assert (cfg.iterations, cfg.bc_episodes) == (0, bc)
+            assert cfg.bc_teacher == "expert" and cfg.out_dir == str(tmp_path / (p + "warm_start"))
         else:  # every estimator starts from the warm start's model, with one budget and seed
-            assert cfg.algo == st.name and cfg.model == str(tmp_path / "warm_start" / "final")
+            assert p + cfg.algo == st.name
+            assert cfg.model == str(tmp_path / (p + "warm_start") / "final")
             assert (cfg.iterations, cfg.n_groups, cfg.group_size, cfg.seed) == (
                 settings.iterations, settings.n_groups, settings.group_size, 0)
             assert cfg.generation == ("vllm" if settings.vllm else "transformers")
+            assert cfg.reward == ("score" if run is WEBSHOP else "success")
     # Each estimator's evaluation plays the model that estimator trained.
-    for algo in ESTIMATORS:
-        assert by_name[f"{algo}_eval"].command[by_name[f"{algo}_eval"].command.index(
-            "--policy") + 1].endswith(f"{algo}/final")
+    for algo in run.estimators:
+        command = by_name[f"{p}{algo}_eval"].command
+        assert command[command.index("--policy") + 1].endswith(f"{p}{algo}/final")
+
+
+def test_the_two_environments_stages_and_folders_are_apart(tmp_path):
+    """WebShop's stages keep the first run's names (its recorded folders resume), ALFWorld's
+    are prefixed, and no two stages write one folder."""
+    every = stages(tmp_path, Settings())
+    names = [st.name for st in every]
+    assert names[:4] == ["expert", "rule", "warm_start", "warm_eval"]
+    assert len(set(names)) == len(names)
+    assert len({st.done_file.parent for st in every}) == len(every)
+    assert all(st.name.startswith("alfworld_") == ("ALFWorld-v0" in st.command)
+               for st in every)
 
 
 def test_report_reads_finished_evaluations_only(tmp_path):
