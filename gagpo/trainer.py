@@ -310,6 +310,8 @@ def update(model: Any, ref_model: Any | None, optimizer: torch.optim.Optimizer, 
                 totals["grad_norm"] = totals.get("grad_norm", 0.0) + grad_norm_clip(
                     params, cfg.max_grad_norm)
             optimizer.step()
+    # The gradients are spent: freed, they leave room for the next rollouts' cache.
+    optimizer.zero_grad(set_to_none=True)
     steps = cfg.ppo_epochs * cfg.num_minibatches
     tok = max(totals.get("tokens", 0.0), 1.0)
     return UpdateStats(pg_loss=totals.get("pg", 0.0) / tok, kl=totals.get("kl", 0.0) / tok,
@@ -478,8 +480,8 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
     # The frozen reference is the starting policy: under LoRA without a warm start the
     # adapter-free base (no copy); otherwise a frozen copy, which the warm start overwrites with
     # its result (under LoRA that is base + the warm start's adapter, not the base alone).
-    ref_model = None
-    if cfg.kl_coef > 0 and (cfg.lora_rank == 0 or cfg.bc_episodes > 0):
+    ref_model = None  # (none for a warm start alone: no update would read it)
+    if cfg.kl_coef > 0 and cfg.iterations > 0 and (cfg.lora_rank == 0 or cfg.bc_episodes > 0):
         ref_model = copy.deepcopy(model).eval().requires_grad_(False)
     if cfg.parallel == "fsdp":
         shard_model(model)

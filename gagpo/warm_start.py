@@ -116,4 +116,5 @@ def behaviour_cloning(model: Any, demos: list[Demonstration], cfg: TrainConfig, 
             bar.set_postfix(nll=f"{nll:.3f}")
             bar.update(1)
     bar.close()
+    opt.zero_grad(set_to_none=True)  # the reinforcement-learning update makes its own
     return nll
