@@ -1,4 +1,5 @@
-"""Critic-free advantage estimators for multi-turn agents: GAGPO, GiGPO, GRPO and RLOO.
+"""Advantage estimators for multi-turn agents: the critic-free GAGPO, GiGPO, GRPO and RLOO, and
+PPO's GAE on a learned critic's values.
 
 Pure functions of a step table: one row per environment step, given as equal-length arrays
 (rows in any order)::
@@ -9,6 +10,7 @@ Pure functions of a step table: one row per environment step, given as equal-len
     key         the state key s_t of the state the action was taken in (any hashable)
     reward      the reward r_t of the step
     penalty     (optional) an amount charged to this step alone, outside r_t (see below)
+    value       (PPO only) a learned critic's estimate V(s_t) of the row's state
 
 Ids (group, trajectory, key) may be of any hashable type, mixed: two ids are the same when
 Python finds them equal, so ``1`` and ``"1"`` are different ids (``1``, ``1.0`` and ``True`` are
@@ -34,6 +36,10 @@ discounted return of a row and R = sum_t r_t the (undiscounted) return of its ep
 ``gagpo``  V(s) = mean of G_t over the group's rows with key s (the grouped value proxy);
            delta_t = r_t + gamma * V(s_{t+1}) - V(s_t), with V = 0 after the last step;
            A_t = delta_t + gamma * lam * A_{t+1}; then A is normalised over the group's rows.
+``ppo``    the same GAE on a learned critic's V(s_t) (``value``), one estimate per row, with no
+           grouping; A is normalised over the whole batch (verl's PPO whitens the batch's
+           advantages), and the critic's regression target is the lambda-return A_t + V(s_t)
+           taken before normalisation (``details["value_target"]``).
 
 ``normalise`` is ``(x - mean) / (std + epsilon)`` (``norm="mean_std"``), ``x - mean``
 (``"mean"``) or ``x`` (``"none"``), with the statistics of the group the value belongs to.
@@ -221,13 +227,14 @@ class Steps:
         traj: trajectory id 0..n_traj-1; the rows of a trajectory are contiguous, in step order.
         state: step-group id 0..n_states-1 (same group and same key).
         penalty: the amount charged to the row alone (0 where none; see the module docstring).
+        value: a learned critic's V(s_t) (None when the caller gave none; PPO needs it).
         last: whether the row is its trajectory's last step.
         steps_left: number of steps after this one in its trajectory (0 on the last step).
         traj_group: group id of each trajectory (over trajectories).
     """
 
     def __init__(self, *, group: Any, trajectory: Any, step: Any, key: Any, reward: Any,
-                 penalty: Any = None) -> None:
+                 penalty: Any = None, value: Any = None) -> None:
         columns = {"group": group, "trajectory": trajectory, "step": step, "key": key,
                    "reward": reward}
         lengths = {name: len(col) for name, col in columns.items()}
@@ -245,6 +252,10 @@ class Steps:
         if penalty_arr.shape != (n,) or not np.isfinite(penalty_arr).all():
             raise ValueError(f"penalty must be None or a 1-d array of {n} finite numbers (one "
                              f"per row), got shape {penalty_arr.shape}")
+        value_arr = None if value is None else np.asarray(value, dtype=np.float64)
+        if value_arr is not None and (value_arr.shape != (n,) or not np.isfinite(value_arr).all()):
+            raise ValueError(f"value must be None or a 1-d array of {n} finite numbers (one "
+                             f"per row), got shape {value_arr.shape}")
         traj_raw = _factorise(trajectory, "trajectory")
         group_raw = _factorise(group, "group")
         key_raw = _factorise(key, "key")
@@ -261,6 +272,7 @@ class Steps:
         self.n = n
         self.reward = reward_arr[self.order]
         self.penalty = penalty_arr[self.order]
+        self.value = None if value_arr is None else value_arr[self.order]
         self.traj = np.cumsum(new_traj) - 1
         self.group = group_raw[self.order]
         self.n_traj = int(self.traj[-1]) + 1 if n else 0
@@ -368,14 +380,29 @@ def gigpo(steps: Steps, opts: Options) -> np.ndarray:
     return A_E + opts.omega * A_S
 
 
+def gae(steps: Steps, V: np.ndarray, gamma: float, lam: float) -> np.ndarray:
+    """Generalised advantage estimation on values ``V`` (over the sorted rows):
+    delta_t = r_t + gamma * V_{t+1} - V_t with V = 0 after a trajectory's last step, and
+    A_t = delta_t + gamma * lam * A_{t+1}."""
+    V_next = np.where(steps.last, 0.0, np.roll(V, -1))  # the next row is s_{t+1}
+    delta = steps.reward + gamma * V_next - V
+    return steps.backward(delta, gamma * lam)
+
+
 @register_estimator("gagpo")
 def gagpo(steps: Steps, opts: Options) -> np.ndarray:
     """GAE on the grouped value proxy V(s), normalised over the group's rows."""
-    V = steps.state_value(opts.gamma)
-    V_next = np.where(steps.last, 0.0, np.roll(V, -1))  # the next row is s_{t+1}
-    delta = steps.reward + opts.gamma * V_next - V
-    A = steps.backward(delta, opts.gamma * opts.lam) - steps.penalty
+    A = gae(steps, steps.state_value(opts.gamma), opts.gamma, opts.lam) - steps.penalty
     return normalise(A, steps.group, opts.norm, opts.epsilon)
+
+
+@register_estimator("ppo")
+def ppo(steps: Steps, opts: Options) -> np.ndarray:
+    """GAE on a learned critic's V(s_t), normalised over the whole batch."""
+    if steps.value is None:
+        raise ValueError("ppo needs value: a learned critic's V(s_t), one per row")
+    A = gae(steps, steps.value, opts.gamma, opts.lam) - steps.penalty
+    return normalise(A, np.zeros(steps.n, np.int64), opts.norm, opts.epsilon)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -397,6 +424,7 @@ def compute_advantages(
     epsilon: float = DEFAULT_EPSILON,
     episode_stats: EpisodeStats = DEFAULT_EPISODE_STATS,
     penalty: Sequence[float] | np.ndarray | None = None,
+    value: Sequence[float] | np.ndarray | None = None,
     return_details: bool = False,
 ) -> np.ndarray | tuple[np.ndarray, dict[str, Any]]:
     """One advantage per step row, for ``method`` in :data:`ESTIMATORS`.
@@ -417,13 +445,16 @@ def compute_advantages(
             the group's step ``"rows"`` (verl-agent's GiGPO and GRPO code).
         penalty: per-row amounts charged to that row alone (the ``"step"`` target of
             :data:`PENALTY_TARGETS`); None: none. Not part of ``reward``, G_t or R.
+        value: per-row V(s_t) of a learned critic; ``"ppo"`` needs it, the others ignore it.
         return_details: also return a dict of what trainers log (see below).
 
     Returns:
         ``advantages`` (float64, the caller's row order), or ``(advantages, details)`` with
         ``details``: ``"returns"`` G_t per row, ``"value"`` V(s_t) per row (GAGPO's grouped
-        value proxy, computed whatever the method), ``"state_group_size"`` per row, and
-        ``"shared_fraction"``, the share of rows whose step group has more than one row.
+        value proxy, computed whatever the method), ``"state_group_size"`` per row,
+        ``"shared_fraction"``, the share of rows whose step group has more than one row, and,
+        when ``value`` is given, ``"value_target"``: the critic's regression target, the
+        lambda-return GAE(V) + V per row (no penalty, no normalisation).
 
     Raises:
         ValueError: unknown method, norm or episode_stats; unequal lengths; duplicate
@@ -437,7 +468,7 @@ def compute_advantages(
     if episode_stats not in EPISODE_STATS:
         raise ValueError(f"unknown episode_stats {episode_stats!r}; known: {list(EPISODE_STATS)}")
     steps = Steps(group=group, trajectory=trajectory, step=step, key=key, reward=reward,
-                  penalty=penalty)
+                  penalty=penalty, value=value)
     opts = Options(gamma=gamma, lam=lam, norm=norm, omega=omega, epsilon=epsilon,
                    episode_stats=episode_stats)
     advantages = steps.unsort(np.asarray(ESTIMATORS[method](steps, opts), dtype=np.float64))
@@ -449,6 +480,8 @@ def compute_advantages(
         "state_group_size": steps.unsort(steps.state_size),
         "shared_fraction": float((steps.state_size > 1).mean()) if steps.n else 0.0,
     }
+    if steps.value is not None:
+        details["value_target"] = steps.unsort(gae(steps, steps.value, gamma, lam) + steps.value)
     return advantages, details
 
 

@@ -33,7 +33,14 @@ TABLE = {
 S2, S3 = math.sqrt(2), math.sqrt(3)
 
 
+def critic(table: dict) -> dict:
+    """A made-up critic's V(s_t) per row (any fixed numbers do): what ``ppo`` needs."""
+    return {"value": [0.1 * (i % 5) - 0.2 for i in range(len(table["reward"]))]}
+
+
 def adv(method: str, table: dict = TABLE, **kw) -> np.ndarray:
+    if method == "ppo" and "value" not in kw:
+        kw.update(critic(table))
     return compute_advantages(method, **table, **kw)
 
 
@@ -383,8 +390,8 @@ def test_a_registered_estimators_advantages_come_back_as_float64():
 
 
 def test_unknown_method_norm_or_stats():
-    with pytest.raises(ValueError, match="unknown method 'ppo'.*gagpo"):
-        adv("ppo")
+    with pytest.raises(ValueError, match="unknown method 'reinforce'.*gagpo"):
+        adv("reinforce")
     with pytest.raises(ValueError, match="unknown norm 'zscore'"):
         adv("gagpo", norm="zscore")
     with pytest.raises(ValueError, match="unknown episode_stats"):
@@ -516,6 +523,58 @@ def verl_agent_reference(method: str, table: dict, penalty: list[float], gamma: 
             for i in range(n)]
 
 
+def ppo_reference(table: dict, value: list[float], penalty: list[float], gamma: float,
+                  lam: float) -> tuple[list[float], list[float]]:
+    """PPO's GAE, one trajectory at a time from its last step back, then whitened over the
+    batch: ``(advantages, lambda-returns)`` in the table's row order."""
+    n = len(table["reward"])
+    raw, target = [0.0] * n, [0.0] * n
+    for traj in set(table["trajectory"]):
+        rows = sorted((i for i in range(n) if table["trajectory"][i] == traj),
+                      key=lambda i: table["step"][i])
+        next_value, next_adv = 0.0, 0.0
+        for i in reversed(rows):
+            delta = table["reward"][i] + gamma * next_value - value[i]
+            next_adv = delta + gamma * lam * next_adv
+            next_value = value[i]
+            raw[i], target[i] = next_adv - penalty[i], next_adv + value[i]
+    mean = sum(raw) / n
+    std = math.sqrt(sum((a - mean) ** 2 for a in raw) / (n - 1)) if n > 1 else 0.0
+    return [(a - mean) / (std + 1e-6) for a in raw], target
+
+
+def test_ppo_gae_matches_a_reference_loop():
+    rng = np.random.default_rng(5)
+    for _ in range(30):
+        table = random_table(rng)
+        n = len(table["reward"])
+        value = rng.normal(size=n).tolist()
+        penalty = [float(rng.choice([0.0, 0.0, 0.1])) for _ in range(n)]
+        got, details = compute_advantages("ppo", **table, gamma=0.9, lam=0.8, value=value,
+                                          penalty=penalty, return_details=True)
+        want, target = ppo_reference(table, value, penalty, 0.9, 0.8)
+        np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-9)
+        np.testing.assert_allclose(details["value_target"], target, rtol=1e-9, atol=1e-9)
+
+
+def test_ppo_with_lambda_one_is_the_return_minus_the_critic():
+    """lam = 1, unnormalised: A_t = G_t - V(s_t), whatever the critic says of later states."""
+    value = critic(TABLE)["value"]
+    a, details = compute_advantages("ppo", **TABLE, value=value, gamma=0.5, lam=1.0,
+                                    norm="none", return_details=True)
+    close(a, details["returns"] - np.asarray(value))
+    close(details["value_target"], details["returns"])
+
+
+def test_ppo_needs_one_value_per_row():
+    with pytest.raises(ValueError, match="ppo needs value"):
+        compute_advantages("ppo", **TABLE)
+    with pytest.raises(ValueError, match="value must be None or a 1-d array of 12"):
+        adv("ppo", value=[0.0] * 11)
+    with pytest.raises(ValueError, match="value must be"):
+        adv("ppo", value=[math.nan] * 12)
+
+
 @pytest.mark.parametrize("method", ["gigpo", "grpo"])
 @pytest.mark.parametrize("norm", ["mean_std", "mean"])
 def test_rows_stats_and_step_penalty_reproduce_verl_agent(method, norm):
@@ -572,9 +631,9 @@ def test_a_zero_penalty_changes_nothing_bit_for_bit():
         table = random_table(rng)
         for method in ESTIMATORS:
             for stats in ("trajectory", "rows"):
-                a = compute_advantages(method, **table, episode_stats=stats)
-                b = compute_advantages(method, **table, episode_stats=stats,
-                                       penalty=np.zeros(len(table["reward"])))
+                a = adv(method, table, episode_stats=stats)
+                b = adv(method, table, episode_stats=stats,
+                        penalty=np.zeros(len(table["reward"])))
                 assert a.tobytes() == b.tobytes()
 
 

@@ -651,7 +651,7 @@ def test_algorithm_settings_are_checked_when_the_config_is_made():
     with pytest.raises(ValueError, match="invalid_penalty_target must be one of"):
         TrainConfig(invalid_penalty_target="episode")
     with pytest.raises(ValueError, match="algo must be one of"):
-        TrainConfig(algo="ppo")
+        TrainConfig(algo="reinforce")
 
 
 def test_gagpo_aggregates_per_action_by_default_and_the_demo_keeps_token_mean():
