@@ -70,6 +70,7 @@ import argparse
 import dataclasses
 import math
 import re
+import sys
 import time
 import zlib
 from dataclasses import dataclass
@@ -152,6 +153,8 @@ QUICK: dict[str, dict[str, int]] = {
     "WebShop-v0": {"iterations": 6, "n_tasks": 4, "pool": 8, "window": 2},
     "ALFWorld-v0": {"iterations": 1, "n_tasks": 2, "pool": 2, "window": 1},
 }
+QUICK_ARGS = {"credit_seeds": 1, "credit_rows": 4, "credit_rollouts": 2}
+"""--quick's credit measurement (flags given still win): ALFWorld's replays are long."""
 
 
 class Context(NamedTuple):
@@ -280,7 +283,8 @@ def action_features(ctx: Context, action: str) -> tuple[np.ndarray, np.ndarray]:
     length), and bucket 0: the share of the action's unigrams found in the instruction."""
     words = tokens(describe(action, ctx.obs))
     uni = list(dict.fromkeys(words))
-    names = [f"a:{u}" for u in uni] + [f"b:{x} {y}" for x, y in zip(words, words[1:])]
+    pairs = zip(words[:-1], words[1:], strict=True)
+    names = [f"a:{u}" for u in uni] + [f"b:{x} {y}" for x, y in pairs]
     names += [f"x:{s}|{u}" for s in state_tokens(ctx.obs, ctx.instruction) for u in uni]
     idx = np.fromiter((_hash(n) for n in names), np.int64, len(names))
     vals = np.full(len(idx), 1.0 / math.sqrt(max(len(idx), 1)))
@@ -469,13 +473,17 @@ def prefix(batch: dict[str, Any], row: int) -> list[str]:
     return [batch["action"][r] for r in range(row) if batch["trajectory"][r] == traj]
 
 
-def play_out(env: gym.Env, policy: Policy, task: Any, seed: int, actions: list[str],
+def play_out(env: gym.Env, policy: Policy, row: tuple[Any, int, list[str], str],
              first: str | None, rng: np.random.Generator, args: Args) -> float:
-    """Discounted return (gamma) from the state after ``actions``: reset the task with its seed,
-    replay them, take ``first`` (or a sample of pi), then follow pi to the episode's end."""
-    obs, info = env.reset(seed=seed, options={"task": task})
+    """Discounted return (gamma) from a row's state: reset its task with its seed, replay its
+    action prefix, take ``first`` (or a sample of pi), then follow pi to the episode's end.
+    ``row`` is (task, seed, prefix, state key); a replay that misses the key raises."""
+    task, seed, actions, key = row
+    obs, info = env.reset(seed=int(seed), options={"task": task})
     for a in actions:
         obs, _, terminated, truncated, info = env.step(a)
+    if info["state_key"] != key:
+        raise RuntimeError(f"replaying {actions} reached {info['state_key']!r}, not {key!r}")
     k, done = 0, False
     while not done:
         choices = admissible(info)
@@ -495,11 +503,10 @@ def true_advantages(env: gym.Env, policy: Policy, batch: dict[str, Any], rows: n
     """Q(s_t, a_t) - V(s_t) of each row under ``policy``, each a mean of credit_rollouts."""
     out = np.empty(len(rows))
     for k, r in enumerate(rows):
-        pre, task, seed = prefix(batch, r), batch["task"][r], batch["group"][r]
+        row = (batch["task"][r], batch["group"][r], prefix(batch, r), batch["key"][r])
         m = args.credit_rollouts
-        q = np.mean([play_out(env, policy, task, seed, pre, batch["action"][r], rng, args)
-                     for _ in range(m)])
-        v = np.mean([play_out(env, policy, task, seed, pre, None, rng, args) for _ in range(m)])
+        q = np.mean([play_out(env, policy, row, batch["action"][r], rng, args) for _ in range(m)])
+        v = np.mean([play_out(env, policy, row, None, rng, args) for _ in range(m)])
         out[k] = q - v
     return out
 
@@ -769,7 +776,8 @@ def parse_args(argv: list[str] | None = None) -> tuple[Args, bool]:
     parser.add_argument("--quick", action="store_true", help="a short run, about a minute")
     ns = vars(parser.parse_args(argv))
     quick = ns.pop("quick")
-    return Args(**{k: v for k, v in ns.items() if v is not None}), quick
+    given = {k: v for k, v in ns.items() if v is not None}
+    return Args(**({**QUICK_ARGS, **given} if quick else given)), quick
 
 
 def _choices(text: str, known: tuple[str, ...], what: str) -> list[str]:
@@ -849,7 +857,10 @@ def main(argv: list[str] | None = None) -> list[dict]:
     if not runs:
         print("nothing ran")
         return runs
-    text = report(args, lrs, runs, swept, notes, time.perf_counter() - started)
+    command = " ".join(["python -m benchmarks.credit_assignment",
+                        *(sys.argv[1:] if argv is None else argv)])
+    text = report(args, lrs, runs, swept, [f"command: `{command}`", *notes],
+                  time.perf_counter() - started)
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "credit_assignment.md").write_text(text + "\n", encoding="utf-8")
     plot(runs, args.out / "credit_assignment.png")
