@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 RESULTS = Path(__file__).resolve().parent / "results" / "demo_algorithms"
-ALGOS = ("gagpo", "gigpo", "grpo", "rloo")
+ALGOS = ("gagpo", "gigpo", "grpo", "rloo", "ppo")
 
 
 def run(algo: str, episodes: int) -> dict:
@@ -30,6 +30,7 @@ def run(algo: str, episodes: int) -> dict:
     with tempfile.TemporaryDirectory() as out:
         cfg = demo_config(episodes, out)
         cfg.algo, cfg.progress, cfg.tensorboard = algo, False, False
+        cfg.critic_lr = cfg.lr  # PPO's critic: a tiny model from scratch learns at the demo's lr
         started = time.perf_counter()
         evals = train(cfg)
         minutes = (time.perf_counter() - started) / 60

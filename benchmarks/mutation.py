@@ -221,7 +221,7 @@ TARGETS: tuple[Target, ...] = (
     ),
     Target(
         "trainer update",
-        ("gagpo/trainer.py",),
+        ("gagpo/trainer.py", "gagpo/policy_update.py"),
         (
             "tests/test_training_behaviour.py",
             "tests/test_trainer.py::test_one_update_raises_positive_and_lowers_negative_actions",
@@ -240,8 +240,9 @@ TARGETS: tuple[Target, ...] = (
             "gagpo.trainer.x_rewards_and_penalties",
             "gagpo.trainer.x_advantages_of",
             "gagpo.trainer.x_training_batch",
-            "gagpo.trainer.x_update",
-            "gagpo.trainer.x_recompute_old_logprobs",
+            "gagpo.policy_update.x_optimizer_steps",
+            "gagpo.policy_update.x_update",
+            "gagpo.policy_update.x_recompute_old_logprobs",
         ),
         # The update's gradient summed over ranks, FSDP's padding passes: 2 gloo ranks.
         subprocess_tests=(

@@ -124,7 +124,7 @@ class TrainConfig:
                               choices=["state_key", "observation"])
     # --- advantages ---------------------------------------------------------------------------
     gamma: float = arg(DEFAULT_GAMMA, "discount of returns and TD residuals", valid="in [0, 1]")
-    lam: float = arg(DEFAULT_LAM, "GAGPO's GAE lambda (value unknown in the paper)",
+    lam: float = arg(DEFAULT_LAM, "GAE lambda of GAGPO (value unknown in the paper) and PPO",
                      valid="in [0, 1]")
     norm: str = arg(DEFAULT_NORM, "group normalisation of advantages", choices=list(NORMS))
     omega: float = arg(DEFAULT_OMEGA, "GiGPO's weight of the step-level advantage", valid=">= 0")
@@ -133,6 +133,14 @@ class TrainConfig:
         "mean and std of the episode-level term (GRPO, GiGPO) over the group's trajectories (the "
         "GiGPO paper) or over its step rows (verl-agent's code)",
         choices=list(EPISODE_STATS))
+    # --- PPO's learned critic (--algo ppo; gagpo.critic) -------------------------------------
+    critic_model: str | None = arg(None, "the critic's backbone: a model name or folder with the "
+                                         "policy's tokenizer (default: a copy of --model)")
+    critic_lr: float = arg(1e-5, "the critic's AdamW learning rate", valid="> 0")
+    critic_warmup: int = arg(0, "first iterations that train the critic alone, the policy "
+                                "waiting for values worth using", valid=">= 0")
+    value_clip: float = arg(0.5, "clipped value loss: a value moves at most this far from the "
+                                 "rollout's in one iteration", valid="> 0")
     # --- loss ---------------------------------------------------------------------------------
     ratio_level: str | None = arg(None, "importance ratio per token or per action (default: "
                                         "action for gagpo, token otherwise)",
@@ -205,6 +213,9 @@ class TrainConfig:
             if value is not None and value not in choices:
                 raise ValueError(f"{name} must be one of {choices}, not {value!r}")
         check_dual_clip(self.dual_clip)
+        if self.algo != "ppo" and (self.critic_model is not None or self.critic_warmup):
+            raise ValueError(f"critic_model and critic_warmup set a learned critic, which "
+                             f"only --algo ppo has (not {self.algo!r})")
         for f in dataclasses.fields(self):
             if str(f.type) == "dict" and not isinstance(getattr(self, f.name), dict):
                 raise ValueError(f"{f.name} must be a JSON object (keys and values), not "

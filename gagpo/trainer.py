@@ -17,7 +17,6 @@ checkpoints, step tables, metrics (:mod:`gagpo.run_folder`).
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import hashlib
 import random
@@ -32,26 +31,26 @@ import torch
 from gagpo.advantages import compute_advantages
 from gagpo.agents.models import bf16_autocast, is_large
 from gagpo.agents.policies.factory import env_kwargs_for
+from gagpo.critic import Critic, CriticStats
 from gagpo.distributed import (
-    all_reduce_sum,
     full_parameters,
     full_state,
     gather_objects,
-    grad_norm_clip,
     is_sharded,
     load_full_state,
     load_optimizer_state,
-    loss_scale,
     optimizer_state,
-    rank_micro_batches,
     save_pretrained,
     setup_distributed,
     shard_model,
     shutdown_distributed,
-    sync_gradients,
 )
 from gagpo.evaluate import evaluate_model
-from gagpo.losses import LossConfig, micro_batches, policy_loss, reply_logprobs, right_align
+from gagpo.policy_update import (
+    UpdateStats,
+    recompute_old_logprobs,
+    update,
+)
 from gagpo.run_folder import (
     MetricLogger,
     earlier_run,
@@ -191,9 +190,10 @@ def rewards_and_penalties(table: StepTable, cfg: TrainConfig) -> tuple[np.ndarra
 
 
 def advantages_of(table: StepTable, rewards: np.ndarray, cfg: TrainConfig,
-                  penalty: np.ndarray | None = None) -> tuple[np.ndarray, dict]:
-    """One advantage per step (``cfg.algo``), and the estimator's details (returns, values,
-    step-group sizes)."""
+                  penalty: np.ndarray | None = None, values: np.ndarray | None = None
+                  ) -> tuple[np.ndarray, dict]:
+    """One advantage per step (``cfg.algo``; PPO's on the critic's ``values``), and the
+    estimator's details (returns, grouped values, step-group sizes, the critic's targets)."""
     # object: state keys and observations compared as Python compares the texts.
     keys = table.column("state_key" if cfg.state_grouping == "state_key" else "observation",
                         object)
@@ -201,7 +201,7 @@ def advantages_of(table: StepTable, rewards: np.ndarray, cfg: TrainConfig,
         cfg.algo, group=table.column("group"), trajectory=table.column("trajectory"),
         step=table.column("t", np.int64), key=keys, reward=rewards,
         gamma=cfg.gamma, lam=cfg.lam, norm=cfg.norm, omega=cfg.omega,
-        episode_stats=cfg.episode_stats, penalty=penalty, return_details=True)
+        episode_stats=cfg.episode_stats, penalty=penalty, value=values, return_details=True)
 
 
 def training_batch(table: StepTable, adv: np.ndarray) -> dict[str, list]:
@@ -212,141 +212,6 @@ def training_batch(table: StepTable, adv: np.ndarray) -> dict[str, list]:
     idx = [i for i in range(len(table)) if replies[i] and prompts[i]]
     return {"prompt": [prompts[i] for i in idx], "reply": [replies[i] for i in idx],
             "old_logp": [list(logprobs[i]) for i in idx], "adv": [float(adv[i]) for i in idx]}
-
-
-# ---------------------------------------------------------------------------------------------
-# The policy update.
-
-
-@dataclass(frozen=True)
-class UpdateStats:
-    """What one :func:`update` measured; the trainer logs each field as ``loss/<name>``."""
-
-    pg_loss: float
-    """Clipped policy-gradient loss, per token."""
-    kl: float
-    """Low-variance KL to the reference policy, per token."""
-    entropy: float
-    """Entropy of the policy, per token."""
-    clip_frac: float
-    """Share of tokens whose ratio was clipped."""
-    ratio_mean: float
-    """Mean importance ratio pi / pi_old, per token."""
-    grad_norm: float
-    """Gradient norm before clipping, mean over the optimizer steps."""
-    padded_tokens: float
-    """Tokens the forward passes ran on, padding included."""
-
-
-@contextlib.contextmanager
-def reference_weights(model: Any, ref_model: Any | None):
-    """The frozen reference policy: the base model under LoRA (adapters off), else a copy."""
-    if ref_model is not None:
-        yield ref_model
-    else:
-        with model.disable_adapter():
-            yield model
-
-
-def update(model: Any, ref_model: Any | None, optimizer: torch.optim.Optimizer, batch: dict,
-           cfg: TrainConfig, *, world: int, epoch_seed: int, amp: torch.dtype | None,
-           pad_id: int) -> UpdateStats:
-    """``ppo_epochs`` passes of ``num_minibatches`` optimizer steps over the batch; each
-    minibatch is cut into micro-batches (gradient accumulation) that fit
-    ``micro_batch_tokens``."""
-    loss_cfg = LossConfig(ratio_level=cfg.resolved_ratio_level(), clip_eps=cfg.clip_eps,
-                          clip_eps_high=cfg.clip_eps_high, dual_clip=cfg.dual_clip,
-                          kl_coef=cfg.kl_coef, entropy_coef=cfg.entropy_coef,
-                          aggregation=cfg.resolved_aggregation())
-    # Score-mode log-probs are the raw model's; generated ones are log_softmax(logits / T).
-    temp = cfg.temperature if cfg.mode == "generate" and cfg.temperature > 0 else 1.0
-    params = [p for p in model.parameters() if p.requires_grad]
-    sharded, scale = is_sharded(model), loss_scale(model, world)
-    n = len(batch["adv"])
-    totals: dict[str, float] = {}
-    tokens_seen = 0
-    for epoch in range(cfg.ppo_epochs):
-        order = torch.randperm(n, generator=torch.Generator().manual_seed(epoch_seed + epoch))
-        for mb in np.array_split(order.numpy(), cfg.num_minibatches):
-            mb = sorted(mb, key=lambda i: len(batch["prompt"][i]) + len(batch["reply"][i]))
-            lengths = [len(batch["prompt"][i]) + len(batch["reply"][i]) for i in mb]
-            # Global count of this minibatch (all ranks): the denominator of the mean.
-            local = sum(len(batch["reply"][i]) for i in mb) \
-                if loss_cfg.aggregation == "token-mean" else len(mb)
-            denom = all_reduce_sum(float(local), world)
-            optimizer.zero_grad(set_to_none=True)
-            for idx in rank_micro_batches(mb, lengths, cfg.micro_batch_tokens, world, sharded):
-                weight = 1.0 if idx is not None else 0.0
-                if idx is None:  # a padding pass: same collectives, no gradient
-                    prompts, replies, olds, advs = [[pad_id]], [[pad_id]], [[0.0]], [0.0]
-                else:
-                    prompts = [batch["prompt"][i] for i in idx]
-                    replies = [batch["reply"][i] for i in idx]
-                    olds = [batch["old_logp"][i] for i in idx]
-                    advs = [batch["adv"][i] for i in idx]
-                logp, mask, ent = reply_logprobs(
-                    model, prompts, replies, pad_id=pad_id, temperature=temp,
-                    with_entropy=True, autocast_dtype=amp)
-                T = mask.shape[1]
-                old = right_align(olds, T, logp.device)
-                ref = None
-                if cfg.kl_coef > 0:
-                    with torch.no_grad(), reference_weights(model, ref_model) as ref_net:
-                        ref = reply_logprobs(ref_net, prompts, replies, pad_id=pad_id,
-                                             temperature=temp, autocast_dtype=amp)[0]
-                adv = torch.tensor(advs, device=logp.device)
-                loss, stats = policy_loss(logp, old, adv, mask, loss_cfg, ref_logp=ref,
-                                          entropy=ent, denominator=denom)
-                # No averaging over ranks anywhere: each rank's loss is already over the
-                # global denominator, so summing gradients over ranks gives the global mean's.
-                (loss * weight * scale).backward()
-                if idx is None:
-                    continue
-                for k, v in stats.items():
-                    totals[k] = totals.get(k, 0.0) + (v * denom if k == "pg" else v)
-                tokens_seen += int(mask.shape[0] * (T + max(len(p) for p in prompts)))
-            sync_gradients(model, params, world)
-            if cfg.max_grad_norm > 0:
-                totals["grad_norm"] = totals.get("grad_norm", 0.0) + grad_norm_clip(
-                    params, cfg.max_grad_norm)
-            optimizer.step()
-    # The gradients are spent: freed, they leave room for the next rollouts' cache.
-    optimizer.zero_grad(set_to_none=True)
-    steps = cfg.ppo_epochs * cfg.num_minibatches
-    tok = max(totals.get("tokens", 0.0), 1.0)
-    return UpdateStats(pg_loss=totals.get("pg", 0.0) / tok, kl=totals.get("kl", 0.0) / tok,
-                       entropy=totals.get("entropy", 0.0) / tok,
-                       clip_frac=totals.get("clip_frac", 0.0) / tok,
-                       ratio_mean=totals.get("ratio", 0.0) / tok,
-                       grad_norm=totals.get("grad_norm", 0.0) / steps,
-                       padded_tokens=float(tokens_seen))
-
-
-def recompute_old_logprobs(model: Any, batch: dict, cfg: TrainConfig, amp, pad_id: int
-                           ) -> tuple[float, int]:
-    """Replace the sampler's log-probs in ``batch`` by the trained model's own, at the sampling
-    temperature. Returns ``(sum of |sampler - recomputed|, tokens compared)``: how far the
-    sampler's numerics (vLLM's kernels, another dtype) are from the trainer's."""
-    temp = cfg.temperature if cfg.mode == "generate" and cfg.temperature > 0 else 1.0
-    lengths = [len(p) + len(r) for p, r in zip(batch["prompt"], batch["reply"], strict=True)]
-    gap, compared = 0.0, 0
-    with torch.no_grad(), full_parameters(model):
-        for idx in micro_batches(lengths, cfg.micro_batch_tokens):
-            replies = [batch["reply"][i] for i in idx]
-            logp, mask, _ = reply_logprobs(model, [batch["prompt"][i] for i in idx], replies,
-                                           pad_id=pad_id, temperature=temp, autocast_dtype=amp)
-            for j, i in enumerate(idx):
-                mine = logp[j, mask.shape[1] - len(replies[j]):].tolist()
-                sampled = batch["old_logp"][i]
-                if len(sampled) == len(mine):
-                    gap += sum(abs(a - b) for a, b in zip(sampled, mine, strict=True))
-                    compared += len(mine)
-                batch["old_logp"][i] = mine
-    return gap, compared
-
-
-# ---------------------------------------------------------------------------------------------
-# Evaluation on the held-out split (sharded over ranks).
 
 
 # ---------------------------------------------------------------------------------------------
@@ -367,6 +232,8 @@ class RankStats:
     invalid_steps: int
     """Steps whose reply was malformed or whose action the env rejected."""
     update: UpdateStats
+    critic: CriticStats | None
+    """PPO's critic update (None for the critic-free methods)."""
     logprob_gap: tuple[float, int] | None
     """Sum of |sampler log-prob - trainer log-prob| and tokens compared; None when the
     trainer kept the sampler's log-probs."""
@@ -390,6 +257,8 @@ def iteration_metrics(parts: list[RankStats], mine: RankStats, timed: TimedPolic
         "state/shared_fraction": sum(p.shared_steps for p in parts) / n_rows,
         **{f"loss/{f.name}": float(np.mean([getattr(p.update, f.name) for p in parts]))
            for f in fields(UpdateStats)},
+        **({f"critic/{f.name}": float(np.mean([getattr(p.critic, f.name) for p in parts]))
+            for f in fields(CriticStats)} if mine.critic is not None else {}),
         "perf/gen_tokens_per_s": timed.tokens / max(timed.seconds, 1e-9),
         "perf/update_tokens_per_s": mine.update.padded_tokens / max(t_update, 1e-9),
         "time/generation": timed.seconds, "time/env": t_rollout - timed.seconds,
@@ -483,12 +352,18 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
     ref_model = None  # (none for a warm start alone: no update would read it)
     if cfg.kl_coef > 0 and cfg.iterations > 0 and (cfg.lora_rank == 0 or cfg.bc_episodes > 0):
         ref_model = copy.deepcopy(model).eval().requires_grad_(False)
+    critic = None  # PPO's value head on its own copy of the backbone (gagpo.critic)
+    if cfg.algo == "ppo":
+        critic = Critic(*build_model(replace(cfg, model=cfg.critic_model or cfg.model), device),
+                        cfg, tokenizer, world=world)
     if cfg.parallel == "fsdp":
         shard_model(model)
         if ref_model is not None:
             shard_model(ref_model)
     if state is not None:
         load_full_state(model, state["model"])
+        if critic is not None:
+            critic.load(state["critic"])
         if ref_model is not None and "reference" in state:
             load_full_state(ref_model, state["reference"])
         evals = state["evals"]
@@ -548,18 +423,24 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
             # Rewards and advantages (pure functions of the steps; lost episodes left out).
             steps = replace(table, rows=[r for r in table.rows if not r.failed])
             rewards, penalty = rewards_and_penalties(steps, cfg)
-            adv, details = advantages_of(steps, rewards, cfg, penalty)
+            prompts = steps.column("prompt_token_ids")
+            values = None if critic is None else critic.values(prompts, amp=amp, pad_id=pad_id)
+            adv, details = advantages_of(steps, rewards, cfg, penalty, values)
             batch = training_batch(steps, adv)
 
-            # The policy update.
+            # The policy update (and PPO's critic's; the policy waits out its warm-up).
             t1 = time.perf_counter()
             model.train()
             gap = None
             if cfg.recompute_old_logp or engine is not None:  # vLLM's numerics are not ours
                 gap = recompute_old_logprobs(model, batch, cfg, amp, pad_id)
-            stats = update(model, ref_model, optimizer, batch, cfg, world=world,
-                           epoch_seed=cfg.seed * 1_000_003 + it * 101 + rank, amp=amp,
-                           pad_id=pad_id)
+            epoch_seed = cfg.seed * 1_000_003 + it * 101 + rank
+            critic_stats = None if critic is None else critic.update(
+                prompts, values, details["value_target"], epoch_seed=epoch_seed, amp=amp,
+                pad_id=pad_id)
+            stats = UpdateStats.skipped() if it < cfg.critic_warmup else update(
+                model, ref_model, optimizer, batch, cfg, world=world, epoch_seed=epoch_seed,
+                amp=amp, pad_id=pad_id)
             t_update = time.perf_counter() - t1
 
             # Metrics (over all ranks), the step table, the checkpoint, evaluation.
@@ -567,7 +448,7 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
                 episodes=table.episodes(), advantages=adv.tolist(), steps=len(steps),
                 shared_steps=int((details["state_group_size"] > 1).sum()),
                 invalid_steps=int((~valid_actions(steps)).sum()), update=stats,
-                logprob_gap=gap)
+                critic=critic_stats, logprob_gap=gap)
             metrics = iteration_metrics(gather_objects(mine, world), mine, timed, t_rollout,
                                         t_update)
             name = f"iter_{it + 1:05d}" + (f"_rank{rank}" if world > 1 else "") + ".npz"
@@ -575,7 +456,8 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
                             {"reward": rewards, "penalty": penalty, "advantage": adv,
                              "return": details["returns"],
                              "value": details["value"],
-                             "state_group_size": details["state_group_size"]},
+                             "state_group_size": details["state_group_size"]}
+                            | ({} if values is None else {"critic_value": values}),
                             cfg.save_observations)
             last = it + 1 == cfg.iterations
             if cfg.eval_episodes > 0 and (last or (cfg.eval_every and (it + 1) % cfg.eval_every
@@ -597,6 +479,8 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
                            "evals": evals}
                 if ref_model is not None and "bc" in evals:  # else: rebuilt from cfg.model
                     payload["reference"] = full_state(ref_model, trainable_only=False)
+                if critic is not None:
+                    payload["critic"] = critic.state()
                 if rank == 0:
                     save_checkpoint(ckpt_path, **payload)
             bar.set_postfix(success=f"{metrics['train/success']:.2f}",

@@ -16,9 +16,9 @@ import torch
 from gagpo.agents.models import TinySpec, tiny_model_folder
 from gagpo.agents.policies.vllm import engine_available
 from gagpo.agents.rollout import StepTable
-from gagpo.losses import reply_logprobs
+from gagpo.losses import micro_batches, reply_logprobs
 from gagpo.train_config import TrainConfig
-from gagpo.trainer import build_model, micro_batches, step_rewards, train, update
+from gagpo.trainer import build_model, step_rewards, train, update
 
 torch.set_num_threads(1)
 ROOT = Path(__file__).resolve().parents[1]
@@ -72,7 +72,7 @@ def test_iteration_metrics_combine_the_ranks_shares():
                              grad_norm=grad_norm, padded_tokens=200.0)
         return RankStats(episodes=[{"won": won, "score": float(won), "length": len(adv)}],
                          advantages=adv, steps=len(adv), shared_steps=1, invalid_steps=invalid,
-                         update=update, logprob_gap=gap)
+                         update=update, critic=None, logprob_gap=gap)
 
     first = share(True, [1.0, -1.0], 1, 2.0, (0.3, 3))
     mine = share(False, [0.5, 0.5, 0.0, -1.0], 0, 4.0, (0.1, 1))
@@ -307,6 +307,25 @@ def test_torchrun_fsdp_trains_saves_and_resumes_to_the_same_parameters(tmp_path)
     final = load_model(str(whole / "final"))[0]
     for name, p in final.named_parameters():
         torch.testing.assert_close(p.detach(), a[name])
+
+
+def test_torchrun_fsdp_ppo_resumes_to_the_same_policy_and_critic(tmp_path):
+    """PPO under FSDP on 2 gloo ranks: the critic is sharded with the policy, its gathered
+    weights and optimizer are checkpointed, and a resumed run reaches the uninterrupted one's
+    policy and critic."""
+    whole, split = tmp_path / "whole", tmp_path / "split"
+    ppo = ("--parallel", "fsdp", "--algo", "ppo", "--eval-episodes", "0",
+           "--invalid-penalty-target", "return", "--critic-lr", "1e-3")
+    _torchrun_train(whole, *ppo, "--iterations", "2")
+    _torchrun_train(split, *ppo, "--iterations", "1")
+    _torchrun_train(split, *ppo, "--iterations", "2", "--resume")
+    a = torch.load(whole / "checkpoint.pt", weights_only=False)
+    b = torch.load(split / "checkpoint.pt", weights_only=False)
+    for key in ("model", "critic"):
+        x, y = (a[key], b[key]) if key == "model" else (a[key]["model"], b[key]["model"])
+        assert x.keys() == y.keys() and len(x) > 0
+        assert all(torch.equal(x[k], y[k]) for k in x), key
+    assert a["critic"]["model"]["head.weight"].abs().sum() > 0
 
 
 def test_demo_quick_runs_and_prints_intervals(tmp_path, capsys):

@@ -23,10 +23,12 @@ import torch
 sys.path.insert(0, str(Path(__file__).parent))
 import corridor  # noqa: E402  (registers Corridor-v0)
 
+import gagpo.policy_update as policy_update  # noqa: E402
 import gagpo.trainer as trainer  # noqa: E402
 from gagpo.advantages import compute_advantages  # noqa: E402
 from gagpo.agents.models import load_model  # noqa: E402
 from gagpo.losses import reply_logprobs  # noqa: E402
+from gagpo.policy_update import reference_weights  # noqa: E402
 from gagpo.train_config import TrainConfig  # noqa: E402
 
 torch.set_num_threads(1)
@@ -220,7 +222,7 @@ def test_the_kl_reference_is_the_starting_policy(tmp_path, monkeypatch, lora_ran
     def spy(model, ref_model, *args, **kwargs):
         if not start:
             start.append(_logits(model))
-        with trainer.reference_weights(model, ref_model) as ref:
+        with reference_weights(model, ref_model) as ref:
             reference = _logits(ref)
         stats = update(model, ref_model, *args, **kwargs)
         seen.append((reference, _logits(model)))
@@ -266,13 +268,13 @@ def _lengths(batch: dict) -> list[int]:
 def _padded_sizes(monkeypatch) -> list[int]:
     """Record the padded tokens of every forward pass the trainer makes from now on."""
     sizes: list[int] = []
-    forward = trainer.reply_logprobs
+    forward = policy_update.reply_logprobs
 
     def spy(model, prompts, replies, **kwargs):
         sizes.append(len(prompts) * max(_lengths({"prompt": prompts, "reply": replies})))
         return forward(model, prompts, replies, **kwargs)
 
-    monkeypatch.setattr(trainer, "reply_logprobs", spy)
+    monkeypatch.setattr(policy_update, "reply_logprobs", spy)
     return sizes
 
 
@@ -534,13 +536,13 @@ def test_the_logged_gradient_norm_is_the_mean_over_the_optimizer_steps(monkeypat
     """``loss/grad_norm``: each optimizer step's norm before clipping (clipped to
     ``max_grad_norm`` whenever that is above 0), averaged over the epochs' minibatches."""
     norms = []
-    clip = trainer.grad_norm_clip
+    clip = policy_update.grad_norm_clip
 
     def spy(params, max_norm):
         norms.append(clip(params, max_norm))
         return norms[-1]
 
-    monkeypatch.setattr(trainer, "grad_norm_clip", spy)
+    monkeypatch.setattr(policy_update, "grad_norm_clip", spy)
     tok = load_model("tiny")[1]
     batch = _random_batch(tok, n=8, seed=3)
     model = load_model("tiny")[0]

@@ -1,0 +1,195 @@
+"""The policy update: PPO-style passes over an iteration's actions (gagpo.losses's clipped
+surrogate, KL to a frozen reference, entropy bonus), micro-batched to a token budget and summed
+over ranks; and the recomputation of the rollout's log-probs with the trained model's numerics.
+
+:func:`optimizer_steps` is the loop every update of the trainer runs (the policy's here, the
+critic's in :mod:`gagpo.critic`): ``ppo_epochs`` passes of ``num_minibatches`` optimizer steps,
+each minibatch cut into micro-batches (gradient accumulation) of at most ``micro_batch_tokens``
+padded tokens.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable
+from dataclasses import dataclass, fields
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import torch
+
+from gagpo.distributed import (
+    all_reduce_sum,
+    full_parameters,
+    grad_norm_clip,
+    is_sharded,
+    loss_scale,
+    rank_micro_batches,
+    sync_gradients,
+)
+from gagpo.losses import LossConfig, micro_batches, policy_loss, reply_logprobs, right_align
+
+if TYPE_CHECKING:
+    from gagpo.train_config import TrainConfig
+
+
+def optimizer_steps(model: Any, optimizer: torch.optim.Optimizer, lengths: list[int],
+                    cfg: TrainConfig, *, world: int, epoch_seed: int,
+                    count: Callable[[list[int]], float],
+                    micro_step: Callable[[list[int] | None, float], None]) -> float:
+    """``ppo_epochs`` passes of ``num_minibatches`` optimizer steps over items of the given
+    ``lengths`` (padded tokens each), in an order seeded by ``epoch_seed + epoch``.
+
+    Each minibatch, sorted by length, is dealt to this rank's micro-batches; ``micro_step(idx,
+    denominator)`` runs one forward and backward pass on items ``idx`` (None: a padding pass,
+    which must run the same collectives with no gradient), with ``denominator`` the global
+    ``count(minibatch)`` over all ranks, which its loss divides by. Gradients are then summed
+    over ranks, clipped to ``max_grad_norm`` and applied, and freed at the end (room for the
+    next rollouts' cache). Returns the sum of the steps' gradient norms before clipping.
+    """
+    params = [p for p in model.parameters() if p.requires_grad]
+    sharded = is_sharded(model)
+    grad_norm = 0.0
+    for epoch in range(cfg.ppo_epochs):
+        order = torch.randperm(len(lengths),
+                               generator=torch.Generator().manual_seed(epoch_seed + epoch))
+        for mb in np.array_split(order.numpy(), cfg.num_minibatches):
+            mb = sorted(mb, key=lambda i: lengths[i])
+            denom = all_reduce_sum(float(count(mb)), world)
+            optimizer.zero_grad(set_to_none=True)
+            for idx in rank_micro_batches(mb, [lengths[i] for i in mb], cfg.micro_batch_tokens,
+                                          world, sharded):
+                micro_step(idx, denom)
+            sync_gradients(model, params, world)
+            if cfg.max_grad_norm > 0:
+                grad_norm += grad_norm_clip(params, cfg.max_grad_norm)
+            optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
+    return grad_norm
+
+
+@dataclass(frozen=True)
+class UpdateStats:
+    """What one :func:`update` measured; the trainer logs each field as ``loss/<name>``."""
+
+    pg_loss: float
+    """Clipped policy-gradient loss, per token."""
+    kl: float
+    """Low-variance KL to the reference policy, per token."""
+    entropy: float
+    """Entropy of the policy, per token."""
+    clip_frac: float
+    """Share of tokens whose ratio was clipped."""
+    ratio_mean: float
+    """Mean importance ratio pi / pi_old, per token."""
+    grad_norm: float
+    """Gradient norm before clipping, mean over the optimizer steps."""
+    padded_tokens: float
+    """Tokens the forward passes ran on, padding included."""
+
+    @classmethod
+    def skipped(cls) -> UpdateStats:
+        """An update that did not run (the policy waiting out PPO's critic warm-up)."""
+        return cls(*[0.0] * len(fields(cls)))
+
+
+@contextlib.contextmanager
+def reference_weights(model: Any, ref_model: Any | None):
+    """The frozen reference policy: the base model under LoRA (adapters off), else a copy."""
+    if ref_model is not None:
+        yield ref_model
+    else:
+        with model.disable_adapter():
+            yield model
+
+
+def sampling_temperature(cfg: TrainConfig) -> float:
+    """The temperature of the rollout's log-probs: generated ones are log_softmax(logits / T);
+    score-mode ones are the raw model's."""
+    return cfg.temperature if cfg.mode == "generate" and cfg.temperature > 0 else 1.0
+
+
+def update(model: Any, ref_model: Any | None, optimizer: torch.optim.Optimizer, batch: dict,
+           cfg: TrainConfig, *, world: int, epoch_seed: int, amp: torch.dtype | None,
+           pad_id: int) -> UpdateStats:
+    """The policy's :func:`optimizer_steps` on ``batch`` (prompts, replies, old log-probs,
+    advantages), with the clipped surrogate of :func:`gagpo.losses.policy_loss`."""
+    loss_cfg = LossConfig(ratio_level=cfg.resolved_ratio_level(), clip_eps=cfg.clip_eps,
+                          clip_eps_high=cfg.clip_eps_high, dual_clip=cfg.dual_clip,
+                          kl_coef=cfg.kl_coef, entropy_coef=cfg.entropy_coef,
+                          aggregation=cfg.resolved_aggregation())
+    temp = sampling_temperature(cfg)
+    scale = loss_scale(model, world)
+    totals: dict[str, float] = {}
+    tokens_seen = 0
+
+    def count(mb: list[int]) -> float:
+        """The denominator of the mean: the minibatch's reply tokens, or its actions."""
+        if loss_cfg.aggregation == "token-mean":
+            return sum(len(batch["reply"][i]) for i in mb)
+        return len(mb)
+
+    def micro_step(idx: list[int] | None, denom: float) -> None:
+        nonlocal tokens_seen
+        if idx is None:  # a padding pass: same collectives, no gradient
+            prompts, replies, olds, advs = [[pad_id]], [[pad_id]], [[0.0]], [0.0]
+        else:
+            prompts = [batch["prompt"][i] for i in idx]
+            replies = [batch["reply"][i] for i in idx]
+            olds = [batch["old_logp"][i] for i in idx]
+            advs = [batch["adv"][i] for i in idx]
+        logp, mask, ent = reply_logprobs(model, prompts, replies, pad_id=pad_id,
+                                         temperature=temp, with_entropy=True,
+                                         autocast_dtype=amp)
+        T = mask.shape[1]
+        old = right_align(olds, T, logp.device)
+        ref = None
+        if cfg.kl_coef > 0:
+            with torch.no_grad(), reference_weights(model, ref_model) as ref_net:
+                ref = reply_logprobs(ref_net, prompts, replies, pad_id=pad_id,
+                                     temperature=temp, autocast_dtype=amp)[0]
+        adv = torch.tensor(advs, device=logp.device)
+        loss, stats = policy_loss(logp, old, adv, mask, loss_cfg, ref_logp=ref, entropy=ent,
+                                  denominator=denom)
+        # No averaging over ranks anywhere: each rank's loss is already over the global
+        # denominator, so summing gradients over ranks gives the global mean's.
+        (loss * (0.0 if idx is None else 1.0) * scale).backward()
+        if idx is None:
+            return
+        for k, v in stats.items():
+            totals[k] = totals.get(k, 0.0) + (v * denom if k == "pg" else v)
+        tokens_seen += int(mask.shape[0] * (T + max(len(p) for p in prompts)))
+
+    lengths = [len(p) + len(r) for p, r in zip(batch["prompt"], batch["reply"], strict=True)]
+    grad_norm = optimizer_steps(model, optimizer, lengths, cfg, world=world,
+                                epoch_seed=epoch_seed, count=count, micro_step=micro_step)
+    steps = cfg.ppo_epochs * cfg.num_minibatches
+    tok = max(totals.get("tokens", 0.0), 1.0)
+    return UpdateStats(pg_loss=totals.get("pg", 0.0) / tok, kl=totals.get("kl", 0.0) / tok,
+                       entropy=totals.get("entropy", 0.0) / tok,
+                       clip_frac=totals.get("clip_frac", 0.0) / tok,
+                       ratio_mean=totals.get("ratio", 0.0) / tok,
+                       grad_norm=grad_norm / steps, padded_tokens=float(tokens_seen))
+
+
+def recompute_old_logprobs(model: Any, batch: dict, cfg: TrainConfig, amp, pad_id: int
+                           ) -> tuple[float, int]:
+    """Replace the sampler's log-probs in ``batch`` by the trained model's own, at the sampling
+    temperature. Returns ``(sum of |sampler - recomputed|, tokens compared)``: how far the
+    sampler's numerics (vLLM's kernels, another dtype) are from the trainer's."""
+    temp = sampling_temperature(cfg)
+    lengths = [len(p) + len(r) for p, r in zip(batch["prompt"], batch["reply"], strict=True)]
+    gap, compared = 0.0, 0
+    with torch.no_grad(), full_parameters(model):
+        for idx in micro_batches(lengths, cfg.micro_batch_tokens):
+            replies = [batch["reply"][i] for i in idx]
+            logp, mask, _ = reply_logprobs(model, [batch["prompt"][i] for i in idx], replies,
+                                           pad_id=pad_id, temperature=temp, autocast_dtype=amp)
+            for j, i in enumerate(idx):
+                mine = logp[j, mask.shape[1] - len(replies[j]):].tolist()
+                sampled = batch["old_logp"][i]
+                if len(sampled) == len(mine):
+                    gap += sum(abs(a - b) for a, b in zip(sampled, mine, strict=True))
+                    compared += len(mine)
+                batch["old_logp"][i] = mine
+    return gap, compared

@@ -1,0 +1,141 @@
+"""PPO with a learned critic (``--algo ppo``): the critic's values and loss, and a run that
+trains, checkpoints and resumes with it. (Its GAE is checked in test_advantages.py; two ranks
+under FSDP in test_trainer.py.)"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from gagpo.agents.models import load_model
+from gagpo.critic import Critic, value_loss
+from gagpo.train_config import TrainConfig
+from gagpo.trainer import train
+
+torch.set_num_threads(1)
+
+
+def _ppo_cfg(out: Path, **kw) -> TrainConfig:
+    # The penalty folded into the rewards: the tiny model's malformed replies give the critic
+    # returns to learn (it rarely wins).
+    base = dict(invalid_penalty_target="return", model="tiny", mode="generate", algo="ppo",
+                n_groups=2, group_size=2, max_steps=3, max_new_tokens=8, history_length=0,
+                eval_episodes=0, lr=1e-3,
+                critic_lr=1e-3, tensorboard=False, progress=False, out_dir=str(out), seed=3)
+    return TrainConfig(**{**base, **kw})
+
+
+def _prompts(tok) -> list[list[int]]:
+    texts = ["search for a red shirt", "buy now", "click the second result please",
+             "go to the kitchen and take the apple", "look", "open the fridge"]
+    return [tok(t)["input_ids"] for t in texts]
+
+
+def test_the_clipped_value_loss_is_the_larger_of_the_two_terms():
+    v, old, target = torch.tensor([2.0, 0.1]), torch.tensor([0.0, 0.0]), torch.tensor([0.0, 1.0])
+    loss, clipped = value_loss(v, old, target, clip=0.5)
+    # Row 0: plain (2 - 0)^2 = 4, clipped (0.5 - 0)^2 = 0.25 -> 4 / 2. Row 1: plain 0.81,
+    # clipped (0.1 - 1)^2 = 0.81 (within the clip: the same) -> 0.405.
+    torch.testing.assert_close(loss, torch.tensor([2.0, 0.405]))
+    assert clipped.tolist() == [False, False]
+    # A value that moved past the clip towards its target keeps the clipped (larger) loss.
+    loss, clipped = value_loss(torch.tensor([0.9]), torch.tensor([0.0]), torch.tensor([1.0]), 0.5)
+    torch.testing.assert_close(loss, torch.tensor([0.125]))
+    assert clipped.tolist() == [True]
+
+
+def test_the_value_loss_decreases_on_a_fixed_batch():
+    model, tok = load_model("tiny")
+    cfg = TrainConfig(model="tiny", algo="ppo", critic_lr=3e-3, value_clip=10.0)
+    critic = Critic(model, tok, cfg, tok, world=1)
+    prompts = _prompts(tok)
+    targets = np.array([1.0, -2.0, 3.0, 0.5, -1.0, 2.0])
+    first = critic.values(prompts, amp=None, pad_id=tok.pad_token_id)
+    assert first.tolist() == [0.0] * 6  # the head starts at zero
+    losses = []
+    for i in range(30):
+        values = critic.values(prompts, amp=None, pad_id=tok.pad_token_id)
+        losses.append(critic.update(prompts, values, targets, epoch_seed=i, amp=None,
+                                    pad_id=tok.pad_token_id).value_loss)
+    assert losses[0] == pytest.approx(0.5 * np.mean(targets ** 2))
+    assert losses[-1] < 0.2 * losses[0], losses
+    last = critic.values(prompts, amp=None, pad_id=tok.pad_token_id)
+    assert np.corrcoef(last, targets)[0, 1] > 0.9  # it tells the states apart
+
+
+def test_values_do_not_depend_on_the_batch_they_are_computed_in():
+    """Left padding, positions counted over real tokens: a prompt's V is its own, alone or
+    beside longer prompts, whatever the micro-batch budget."""
+    model, tok = load_model("tiny")
+    critic = Critic(model, tok, TrainConfig(model="tiny", algo="ppo"), tok, world=1)
+    torch.nn.init.normal_(critic.model.head.weight, std=0.5)  # a head that reads the state
+    prompts = _prompts(tok)
+    together = critic.values(prompts, amp=None, pad_id=tok.pad_token_id)
+    critic.cfg = TrainConfig(model="tiny", algo="ppo", micro_batch_tokens=1)
+    alone = critic.values(prompts, amp=None, pad_id=tok.pad_token_id)
+    np.testing.assert_allclose(together, alone, atol=1e-5)
+    assert len(set(np.round(together, 6))) == 6
+
+
+def test_ppo_trains_checkpoints_and_resumes_bit_exact(tmp_path):
+    whole, split = tmp_path / "whole", tmp_path / "split"
+    train(_ppo_cfg(whole, iterations=3))
+    train(_ppo_cfg(split, iterations=2))
+    train(_ppo_cfg(split, iterations=3, resume=True))
+    a = torch.load(whole / "checkpoint.pt", weights_only=False)
+    b = torch.load(split / "checkpoint.pt", weights_only=False)
+    for part in (a["model"], a["critic"]["model"]):
+        other = b["model"] if part is a["model"] else b["critic"]["model"]
+        assert part.keys() == other.keys() and len(part) > 0
+        assert all(torch.equal(part[k], other[k]) for k in part)
+    # The critic learned (its head left zero) and so did the policy.
+    assert a["critic"]["model"]["head.weight"].abs().sum() > 0
+    init = dict(load_model("tiny")[0].named_parameters())
+    assert any(not torch.equal(init[k].detach(), a["model"][k]) for k in a["model"])
+    # The step table holds the critic's V beside GAGPO's grouped V(s); the first iteration's
+    # critic is the zero head.
+    first = np.load(whole / "steps" / "iter_00001.npz")
+    last = np.load(whole / "steps" / "iter_00003.npz")
+    assert len(first["critic_value"]) == len(first["value"]) > 0
+    assert (first["critic_value"] == 0).all() and (last["critic_value"] != 0).any()
+    metrics = [json.loads(x) for x in (whole / "metrics.jsonl").read_text().splitlines()]
+    assert all("critic/value_loss" in m and "critic/explained_variance" in m for m in metrics)
+    assert metrics[0]["critic/value_mean"] == 0.0
+
+
+def test_the_policy_waits_out_the_critic_warmup(tmp_path):
+    train(_ppo_cfg(tmp_path, iterations=2, critic_warmup=2))
+    ckpt = torch.load(tmp_path / "checkpoint.pt", weights_only=False)
+    init = dict(load_model("tiny")[0].named_parameters())
+    assert all(torch.equal(init[k].detach(), v) for k, v in ckpt["model"].items())
+    assert ckpt["critic"]["model"]["head.weight"].abs().sum() > 0
+    metrics = [json.loads(x) for x in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    assert [m["loss/grad_norm"] for m in metrics] == [0.0, 0.0]
+    assert all(m["critic/grad_norm"] > 0 for m in metrics)
+
+
+def test_under_lora_the_critic_trains_its_own_adapters_and_head(tmp_path):
+    train(_ppo_cfg(tmp_path, iterations=1, lora_rank=4))
+    ckpt = torch.load(tmp_path / "checkpoint.pt", weights_only=False)
+    names = list(ckpt["critic"]["model"])
+    assert {"head.weight", "head.bias"} <= set(names)
+    assert all("lora_" in n or n.startswith("head.") for n in names)
+    assert all("lora_" in n for n in ckpt["model"])
+
+
+def test_critic_settings_are_checked():
+    with pytest.raises(ValueError, match="only --algo ppo"):
+        TrainConfig(algo="gagpo", critic_warmup=1)
+    with pytest.raises(ValueError, match="only --algo ppo"):
+        TrainConfig(algo="grpo", critic_model="tiny")
+    with pytest.raises(ValueError, match="critic_lr"):
+        TrainConfig(algo="ppo", critic_lr=0.0)
+
+
+def test_a_critic_model_with_another_tokenizer_is_refused(tmp_path):
+    with pytest.raises(ValueError, match="tokenises text differently"):
+        train(_ppo_cfg(tmp_path, iterations=1, critic_model="smollm2-135m"))
