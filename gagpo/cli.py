@@ -14,6 +14,12 @@ def _serve(args: argparse.Namespace) -> int:
     return serve_webshop(args.extra)
 
 
+def _serve_env(args: argparse.Namespace) -> int:
+    from gagpo.openenv_server import main as serve_env
+
+    return serve_env(args.extra)
+
+
 def _demo(args: argparse.Namespace) -> int:
     from gagpo.demo import run_demo
 
@@ -90,6 +96,13 @@ def build_parser() -> argparse.ArgumentParser:
     # The shop's own parser (gagpo.servers.webshop.web.serve) owns its options: main() forwards
     # them.
     shop.set_defaults(func=_serve)
+    served = serve_sub.add_parser(
+        "env", add_help=False,
+        help="any registered env over OpenEnv (WebSocket sessions, task API) for other "
+             "trainers: gagpo serve env --env WebShop-v0; --help lists its options "
+             "(needs gagpo[openenv])",
+    )
+    served.set_defaults(func=_serve_env, extra_ok=True)  # its own parser owns its options
 
     ev = sub.add_parser("eval", help="evaluate a policy: success and score per task type")
     ev.add_argument("--env", required=True, help="a registered env id, e.g. WebShop-v0")

@@ -1,0 +1,209 @@
+"""``gagpo serve env``: both environments over OpenEnv's WebSocket protocol, played with
+OpenEnv's own clients, give the transcripts the in-process envs give (expert episodes with
+invalid actions, and steps after the end); copies of one task share state keys over the wire;
+the task API lists the env's splits and tasks. A real server on 127.0.0.1, real sockets."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+import urllib.request
+
+import gymnasium as gym
+import pytest
+
+pytest.importorskip("openenv", reason="needs the openenv extra: pip install 'gagpo[openenv]'")
+
+import gagpo.envs  # noqa: E402, F401  (registers the environments)
+from gagpo.envs.base import INFO_KEYS  # noqa: E402
+from gagpo.openenv_client import GagpoEnvClient, TextAction  # noqa: E402
+from gagpo.openenv_server import running_server  # noqa: E402
+
+EXPERT = {"request_infos": ["expert_action"]}
+ENVS = {"WebShop-v0": ("click[no such button]", [0, 7]),   # bad action, tasks
+        "ALFWorld-v0": ("fly to the moon", [0, 5])}
+
+
+@pytest.fixture(scope="module", params=list(ENVS))
+def served(request):
+    with running_server(request.param, EXPERT, max_sessions=8, idle_timeout=60) as server:
+        yield request.param, server
+
+
+def plain(info: dict) -> dict:
+    return json.loads(json.dumps(info, default=lambda v: v.tolist() if hasattr(v, "tolist")
+                                 else str(v)))
+
+
+def play(reset, step, bad: str, n_bad: int, after_end: int = 2) -> list[tuple]:
+    """An episode: ``n_bad`` invalid actions, then the expert's, then ``after_end`` more steps
+    after the end. ``reset()`` -> (obs, info); ``step(a)`` -> gymnasium's 5-tuple."""
+    obs, info = reset()
+    rows = [(obs, None, False, False, plain(info))]
+    t, done, extra = 0, False, 0
+    while extra < after_end:
+        action = bad if t < n_bad else (info["expert_action"] or bad)
+        obs, reward, terminated, truncated, info = step(action)
+        rows.append((obs, reward, terminated, truncated, plain(info)))
+        t += 1
+        if done:
+            extra += 1
+        done = done or terminated or truncated
+    return rows
+
+
+def wire_step(client):
+    def step(action):
+        r = client.step(TextAction(command=action))
+        o = r.observation
+        info = {**{k: getattr(o, k) for k in INFO_KEYS}, **o.info}
+        return o.text, r.reward, o.terminated, o.truncated, info
+    return step
+
+
+def wire_reset(client, **kwargs):
+    def reset():
+        o = client.reset(**kwargs).observation
+        return o.text, {**{k: getattr(o, k) for k in INFO_KEYS}, **o.info}
+    return reset
+
+
+@pytest.mark.parametrize("n_bad", [0, 2])
+def test_transcripts_over_the_wire_equal_the_in_process_ones(served, n_bad):
+    env_id, server = served
+    bad, tasks = ENVS[env_id]
+    for task in tasks:
+        env = gym.make(env_id, **EXPERT)
+        want = play(lambda e=env, t=task: e.reset(seed=3, options={"task": t}), env.step, bad,
+                    n_bad)
+        env.close()
+        with GagpoEnvClient(base_url=server.url).sync() as client:
+            got = play(wire_reset(client, task=task, seed=3), wire_step(client), bad, n_bad)
+        assert len(got) == len(want) > 3
+        for t, (g, w) in enumerate(zip(got, want, strict=True)):
+            assert g == w, f"{env_id} task {task}, step {t}"
+        assert any(not row[4]["action_valid"] for row in got[1:])  # invalid actions included
+        assert got[-1][4]["admissible_actions"] == []  # a step after the end changes nothing
+
+
+def test_openenvs_generic_client_works_unchanged(served):
+    from openenv.core.generic_client import GenericEnvClient
+
+    env_id, server = served
+    env = gym.make(env_id, **EXPERT)
+    obs, info = env.reset(seed=0, options={"task": 1})
+    with GenericEnvClient(base_url=server.url).sync() as client:
+        result = client.reset(task=1, seed=0)
+        assert result.observation["text"] == obs
+        for key in INFO_KEYS:
+            assert result.observation[key] == info[key], key
+        action = info["expert_action"]
+        obs, reward, terminated, truncated, info = env.step(action)
+        result = client.step({"command": action})
+        assert (result.observation["text"], result.reward, result.done) == (
+            obs, reward, terminated or truncated)
+        assert result.observation["state_key"] == info["state_key"]
+        state = client.state()
+        assert state["env_id"] == env_id and state["step_count"] == 1
+        assert state["max_steps"] == env.unwrapped.max_steps
+    env.close()
+
+
+def test_copies_of_one_task_share_state_keys_over_the_wire(served):
+    env_id, server = served
+    bad, _ = ENVS[env_id]
+    clients = [GagpoEnvClient(base_url=server.url).sync() for _ in range(3)]
+    try:
+        first = [c.reset(task=2, seed=11).observation for c in clients]
+        assert len({o.state_key for o in first}) == 1 and len({o.text for o in first}) == 1
+        action = first[0].info["expert_action"]
+        # copies 0 and 1 take the expert's action, copy 2 an invalid one: same state as before
+        obs = [c.step(a).observation for c, a in zip(clients, [action, action, bad],
+                                                      strict=True)]
+        assert obs[0].state_key == obs[1].state_key != first[0].state_key
+        assert obs[2].state_key == first[0].state_key and not obs[2].action_valid
+    finally:
+        for c in clients:
+            c.close()
+    assert _eventually(lambda: server.active_sessions() == 0)
+
+
+def test_the_task_api_lists_the_envs_splits_and_tasks(served):
+    env_id, server = served
+    env = gym.make(env_id, **EXPERT)
+    splits = json.load(urllib.request.urlopen(f"{server.url}/{env_id}/splits"))
+    assert [s["name"] for s in splits] == list(env.unwrapped.splits)
+    for split in env.unwrapped.splits:
+        tasks = list(env.unwrapped.split_tasks(split))
+        assert _post(server, f"/{env_id}/num_tasks", {"split": split}) == {"num_tasks": len(tasks)}
+        one = _post(server, f"/{env_id}/task", {"split": split, "index": len(tasks) - 1})
+        assert one["task"]["task"] == tasks[-1]
+    split = env.unwrapped.splits[-1]
+    _, info = env.reset(seed=0, options={"task": env.unwrapped.split_tasks(split)[4],
+                                         "split": split})
+    with GagpoEnvClient(base_url=server.url).sync() as client:
+        assert client.reset(split=split, index=4, seed=0).observation.task_id == info["task_id"]
+    env.close()
+    with pytest.raises(urllib.error.HTTPError) as e:
+        _post(server, f"/{env_id}/num_tasks", {"split": "no-such-split"})
+    assert e.value.code == 400 and "no-such-split" in e.value.read().decode()
+
+
+def test_bad_resets_and_steps_get_clear_errors_and_the_session_goes_on(served):
+    env_id, server = served
+    with GagpoEnvClient(base_url=server.url).sync() as client:
+        with pytest.raises(Exception, match="before step"):
+            client.step("look")
+        with pytest.raises(Exception, match="taks"):
+            client.reset(taks=0)  # a misspelt option is refused, not ignored
+        with pytest.raises(Exception, match="out of range"):
+            client.reset(task=10**9)
+        with pytest.raises(Exception, match="seed"):
+            client.reset(task=0, seed="zero")
+        assert client.reset(task=0, seed=0).observation.task_id
+
+
+def test_gagpo_serve_env_serves_on_loopback_and_refuses_other_addresses(tmp_path):
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    cmd = [sys.executable, "-m", "gagpo.cli", "serve", "env", "--env", "ALFWorld-v0",
+           "--port", str(port), "--max-sessions", "2", "--idle-timeout", "30"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        assert _eventually(lambda: _health(port), timeout=60), proc.stdout
+        with GagpoEnvClient(base_url=f"http://127.0.0.1:{port}").sync() as client:
+            assert client.reset(task=0).observation.admissible_actions
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+    out = subprocess.run(cmd[:-6] + ["--host", "0.0.0.0"], capture_output=True, text=True,
+                         timeout=60)
+    assert out.returncode == 2 and "--allow-remote" in out.stderr
+
+
+def _health(port: int) -> bool:
+    try:
+        return json.load(urllib.request.urlopen(f"http://127.0.0.1:{port}/health",
+                                                timeout=1))["status"] == "healthy"
+    except OSError:
+        return False
+
+
+def _post(server, path: str, body: dict) -> dict:
+    req = urllib.request.Request(server.url + path, data=json.dumps(body).encode(),
+                                 headers={"Content-Type": "application/json"})
+    return json.load(urllib.request.urlopen(req, timeout=10))
+
+
+def _eventually(check, timeout: float = 10.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if check():
+            return True
+        time.sleep(0.05)
+    return check()
