@@ -93,11 +93,14 @@ class RemoteEnv(TextEnv):
             self._ws.send(json.dumps(message))
             answer = json.loads(self._ws.recv(timeout=self.timeout))
         except ConnectionClosed as e:
-            self._ws = None
+            last = self._last_words()
+            self._drop()
             why = f"code {e.rcvd.code}: {e.rcvd.reason}" if e.rcvd else "no close frame"
+            if last:  # e.g. the refusal of a server at its session limit
+                why = f"{why}; it said: {last}"
             raise RemoteEnvError(f"the env server closed the session ({why}); reset() opens "
                                  "a new one") from e
-        except TimeoutError as e:
+        except TimeoutError as e:  # the answer may still come: this session is unusable
             self._drop()
             raise RemoteEnvError(f"no answer from {self.ws_url} in {self.timeout:g} s") from e
         if answer.get("type") == "error":
@@ -107,6 +110,14 @@ class RemoteEnv(TextEnv):
         if answer.get("type") != expect:
             raise RemoteEnvError(f"expected a {expect!r} answer, got {answer.get('type')!r}")
         return answer.get("data") or {}
+
+    def _last_words(self) -> str | None:
+        """The error message a closed connection left unread, if any."""
+        try:
+            data = json.loads(self._ws.recv(timeout=0)).get("data") or {}
+        except Exception:  # nothing left, or not ours to parse
+            return None
+        return f"{data.get('message')} ({data.get('code')})"
 
     def _drop(self) -> None:
         if self._ws is not None:
