@@ -86,6 +86,8 @@ class ServedEnv:
             if self.max_action_chars is None:
                 self.max_action_chars = int(env.action_space.max_length)
         self.create_lock = threading.Lock()
+        self.resets = 0
+        """Episodes started, all sessions together (for tests and benchmarks)."""
 
     def tasks(self, split: Any) -> list[Any]:
         """The tasks of ``split``, in order, as ``reset``'s ``task`` takes them."""
@@ -154,6 +156,7 @@ class GagpoEnvironment(Environment[TextAction, TextObservation, TextState]):
         if self._env is None:
             self._env = self.served.make()
         obs, info = self._env.reset(seed=seed, options=options)
+        self.served.resets += 1
         self._state = self._state.model_copy(update={
             "episode_id": episode_id, "step_count": 0, "task_id": info["task_id"],
             "split": split or self.served.split})

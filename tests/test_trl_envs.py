@@ -1,0 +1,99 @@
+"""TRL: the environment classes GRPOTrainer's ``environment_factory`` takes (named tools, the
+episode's score as reward), played by the expert over a served env; and the example's 2-step
+run with the real GRPOTrainer on the tiny model against a real server."""
+
+from __future__ import annotations
+
+import importlib.util
+import inspect
+import sys
+from pathlib import Path
+
+import gymnasium as gym
+import pytest
+
+pytest.importorskip("openenv", reason="needs the openenv extra: pip install 'gagpo[openenv]'")
+
+import gagpo.envs  # noqa: E402, F401
+from gagpo.openenv_server import running_server  # noqa: E402
+from gagpo.trl_envs import TOOLS, ALFWorldTools, WebShopTools  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+EXPERT = {"request_infos": ["expert_action"]}
+
+
+def tool_names(cls) -> set[str]:
+    """The tools TRL exposes: public functions of the class but reset and get_reward."""
+    return {n for n, _ in inspect.getmembers(cls, predicate=inspect.isfunction)
+            if not n.startswith("_") and n not in ("reset", "get_reward")}
+
+
+def test_the_tools_are_named_and_documented_as_trl_renders_them():
+    from transformers.utils import get_json_schema
+
+    assert tool_names(WebShopTools) == {"search", "click"}
+    assert tool_names(ALFWorldTools) == {"go_to", "take", "move", "open", "close", "heat",
+                                         "cool", "clean", "use", "examine", "look", "inventory"}
+    for cls in TOOLS.values():
+        for name in tool_names(cls):
+            schema = get_json_schema(getattr(cls, name))  # raises on a missing docstring/arg
+            assert schema["function"]["name"] == name and schema["function"]["description"]
+
+
+def call_for(tools, command: str) -> str:
+    """The tool call that plays ``command`` (the inverse of the tools' own formats)."""
+    if isinstance(tools, WebShopTools):
+        verb, arg = command[:-1].split("[", 1)
+        return getattr(tools, verb)(arg)
+    words = command.split()
+    if command.startswith("go to "):
+        return tools.go_to(command[len("go to "):])
+    for verb, sep in (("take", " from "), ("move", " to "), ("heat", " with "),
+                      ("cool", " with "), ("clean", " with ")):
+        if words[0] == verb:
+            obj, place = command[len(verb) + 1:].split(sep)
+            return getattr(tools, verb)(obj, place)
+    if len(words) == 1:
+        return getattr(tools, words[0])()
+    return getattr(tools, words[0])(command[len(words[0]) + 1:])
+
+
+@pytest.mark.parametrize("env_id", list(TOOLS))
+def test_expert_episodes_through_the_tools_over_a_server_earn_the_in_process_score(env_id):
+    with running_server(env_id, EXPERT, max_sessions=4, idle_timeout=60) as server:
+        for task in (0, 1):
+            env = gym.make(env_id, **EXPERT)
+            _, info = env.reset(seed=0, options={"task": task})
+            commands, done = [], False
+            while not done:
+                commands.append(info["expert_action"])
+                _, _, term, trunc, info = env.step(commands[-1])
+                done = term or trunc
+            env.close()
+            tools = TOOLS[env_id](url=server.url)
+            first = tools.reset(task=task, seed=0, prompt=[{"role": "user", "content": "x"}])
+            assert "Admissible actions:" in first and tools.get_reward() == 0.0
+            for command in commands:
+                text = call_for(tools, command)
+            assert "score" in text
+            assert tools.get_reward() == info["score"] and tools.won == info["won"]
+            tools._shutdown()
+
+
+def test_the_trl_example_trains_two_steps_with_grpotrainer_against_a_server(tmp_path):
+    pytest.importorskip("trl", reason="needs the trl extra: pip install 'gagpo[trl]'")
+    spec = importlib.util.spec_from_file_location("trl_grpo_webshop",
+                                                  ROOT / "examples" / "trl_grpo_webshop.py")
+    example = importlib.util.module_from_spec(spec)
+    sys.modules["trl_grpo_webshop"] = example
+    spec.loader.exec_module(example)
+    with running_server("WebShop-v0", max_sessions=8, idle_timeout=120) as server:
+        result = example.train(2, "tiny", server.url, str(tmp_path), generations=2,
+                               warm_steps=20)
+        assert result["steps"] == 2
+        # every rollout played a session of the server (2 steps x 2 generations at least)
+        assert server.app.served.resets >= 4
+    logged = result["log"]
+    assert len(logged) == 2
+    for row in logged:  # the reward column is the env's own (get_reward: the episode's score)
+        assert "rewards/WebShopTools/mean" in row and 0.0 <= row["reward"] <= 1.0
