@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 
 .PHONY: install demo test test-vllm lint bench mutate real-model browser clean
 
-EXTRAS ?= test,agents,train,ray,alfworld,bench,openenv
+EXTRAS ?= test,agents,train,ray,alfworld,bench,openenv,trl
 
 $(STAMP): pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)

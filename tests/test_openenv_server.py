@@ -207,3 +207,18 @@ def _eventually(check, timeout: float = 10.0) -> bool:
             return True
         time.sleep(0.05)
     return check()
+
+
+def test_the_space_folder_and_the_running_server_pass_openenv_validate(served):
+    from openenv.cli._validation import validate_running_environment
+
+    env_id, server = served
+    report = validate_running_environment(server.url)
+    assert report["passed"], [c for c in report["criteria"] if not c["passed"]]
+    assert report["mode"] == "production"
+    openenv = str(__import__("pathlib").Path(sys.executable).parent / "openenv")
+    space = str(__import__("pathlib").Path(__file__).resolve().parent.parent / "examples"
+                / "openenv_space")
+    out = subprocess.run([openenv, "validate", space, "--level", "static"],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and "PASS" in out.stdout, out.stdout + out.stderr

@@ -1,0 +1,29 @@
+"""The Space's app: ``gagpo serve env`` for ``$GAGPO_ENV`` (WebShop-v0 by default).
+
+Settings from the environment: GAGPO_ENV, GAGPO_MAX_SESSIONS (64), GAGPO_IDLE_TIMEOUT (300 s),
+GAGPO_ENV_ARGS (a JSON object of gym.make arguments, e.g. {"goals": "synthetic"}).
+``uvicorn server.app:app`` serves ``app``; ``python -m server.app`` runs :func:`main`.
+"""
+
+import json
+import os
+
+from gagpo.openenv_server import ServedEnv, build_app, serve
+
+ENV_ID = os.environ.get("GAGPO_ENV", "WebShop-v0")
+ENV_ARGS = json.loads(os.environ.get("GAGPO_ENV_ARGS", "{}"))
+MAX_SESSIONS = int(os.environ.get("GAGPO_MAX_SESSIONS", "64"))
+IDLE_TIMEOUT = float(os.environ.get("GAGPO_IDLE_TIMEOUT", "300"))
+
+app = build_app(ServedEnv(ENV_ID, ENV_ARGS), MAX_SESSIONS, IDLE_TIMEOUT)
+
+
+def main(host: str = "0.0.0.0", port: int = 8000) -> None:
+    """Serve on all interfaces (a Space's container); outside one, prefer gagpo serve env."""
+    serve(ENV_ID, ENV_ARGS, host=host, port=int(os.environ.get("PORT", port)),
+          max_sessions=MAX_SESSIONS, idle_timeout=IDLE_TIMEOUT,
+          allow_remote=host not in ("127.0.0.1", "localhost"))
+
+
+if __name__ == "__main__":
+    main()
