@@ -31,6 +31,7 @@ from pathlib import Path
 from benchmarks import (
     alfworld_bench,
     credit_assignment,
+    openenv_serve,
     rollout_overhead,
     rollout_throughput,
     serve_hardening,
@@ -61,6 +62,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     rollout_throughput.main(["--tasks", "2", "--copies", "4", "--max-new-tokens", "32",
                              "--max-steps", "3"] + out("quick/rollout_throughput"))
     alfworld_bench.main(out("alfworld_bench"))
+    openenv_serve.main(out("openenv_serve"))  # gagpo serve env: 64 sessions x 2,000 steps
     trainer_overhead.main(out("trainer_overhead"))
     # The quick run writes beside, not over, the committed full results.
     credit_assignment.main(["--quick", "--out", str(credit_assignment.RESULTS / "quick")])
