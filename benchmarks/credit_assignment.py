@@ -60,8 +60,10 @@ apply to every env.
         [--policy tabular|linear|both] [--methods gagpo,ppo] [--lrs 3,10,30 --sweep-seeds 4]
         [--quick]
 
-writes ``benchmarks/results/credit_assignment.{png,md}`` (or under ``--out``) and prints the
-tables.
+writes ``credit_assignment.{png,md}`` under ``--out`` (default ``benchmarks/results/
+credit_assignment/``) and prints the tables. Cost on one core: a WebShop run (40 iterations)
+about 3-4 s, an ALFWorld run (24 iterations) 4-10 s; a run that measures credit quality adds
+about 1 s on WebShop and 10-15 s on ALFWorld (its replays and play-outs are up to 50 steps).
 """
 
 from __future__ import annotations
@@ -88,7 +90,7 @@ from gagpo.envs.vector import GroupVectorEnv
 METHODS = ("gagpo", "gigpo", "grpo", "rloo", "ppo")
 POLICIES = ("tabular", "linear")
 ENVS = ("WebShop-v0", "ALFWorld-v0")
-RESULTS = Path(__file__).resolve().parent / "results"
+RESULTS = Path(__file__).resolve().parent / "results" / "credit_assignment"
 SWEEP_SEED_BASE = 10_000  # --sweep-seeds use seeds 10_000.. so the reported seeds are fresh
 
 
