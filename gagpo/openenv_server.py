@@ -88,6 +88,8 @@ class ServedEnv:
         self.create_lock = threading.Lock()
         self.resets = 0
         """Episodes started, all sessions together (for tests and benchmarks)."""
+        self.steps = 0
+        """Steps played, all sessions together (for tests and benchmarks)."""
 
     def tasks(self, split: Any) -> list[Any]:
         """The tasks of ``split``, in order, as ``reset``'s ``task`` takes them."""
@@ -181,6 +183,7 @@ class GagpoEnvironment(Environment[TextAction, TextObservation, TextState]):
                              f"takes at most {limit}")
         obs, reward, terminated, truncated, info = self._env.step(action.command)
         self._state.step_count += 1
+        self.served.steps += 1
         return observation(obs, info, float(reward), terminated, truncated)
 
     @property

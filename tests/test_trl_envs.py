@@ -80,20 +80,32 @@ def test_expert_episodes_through_the_tools_over_a_server_earn_the_in_process_sco
             tools._shutdown()
 
 
-def test_the_trl_example_trains_two_steps_with_grpotrainer_against_a_server(tmp_path):
+def test_the_trl_example_trains_two_steps_with_grpotrainer_whose_tool_calls_reach_the_server(
+        tmp_path):
     pytest.importorskip("trl", reason="needs the trl extra: pip install 'gagpo[trl]'")
     spec = importlib.util.spec_from_file_location("trl_grpo_webshop",
                                                   ROOT / "examples" / "trl_grpo_webshop.py")
     example = importlib.util.module_from_spec(spec)
     sys.modules["trl_grpo_webshop"] = example
     spec.loader.exec_module(example)
+    generations = 2
     with running_server("WebShop-v0", max_sessions=8, idle_timeout=120) as server:
-        result = example.train(2, "tiny", server.url, str(tmp_path), generations=2,
-                               warm_steps=20)
+        # the warm start teaches the first move only (the search), to keep this fast
+        result = example.train(2, "tiny", server.url, str(tmp_path), generations=generations,
+                               warm_steps=60, tasks=2, warm_moves=1,
+                               max_completion_length=1024)
         assert result["steps"] == 2
         # every rollout played a session of the server (2 steps x 2 generations at least)
         assert server.app.served.resets >= 4
+        steps = server.app.served.steps
     logged = result["log"]
     assert len(logged) == 2
     for row in logged:  # the reward column is the env's own (get_reward: the episode's score)
         assert "rewards/WebShopTools/mean" in row and 0.0 <= row["reward"] <= 1.0
+    # the model's tool calls, parsed by GRPOTrainer out of its completions, were played on
+    # the server: each call that did not fail is one env step there
+    calls = sum(row["tools/call_frequency"] * generations for row in logged)
+    failed = sum(row["tools/call_frequency"] * row["tools/failure_frequency"] * generations
+                 for row in logged)
+    assert calls > 0, "GRPOTrainer parsed no tool call out of the model's completions"
+    assert steps >= 1 and steps == round(calls - failed)
