@@ -4,6 +4,10 @@
 ``checkpoint.pt`` (model, optimiser and RNG state, written atomically), ``steps/iter_*.npz``
 (each iteration's step table), ``metrics.jsonl`` (plus TensorBoard / W&B when asked) and
 ``evals.json``. Every file that must survive a kill is replaced through :func:`atomic_write`.
+
+The readers at the end (:func:`step_tables`, :func:`read_step_table`, :func:`read_metrics`)
+are what ``gagpo view`` knows of a run folder; this module imports torch and the trainer's
+settings only inside the functions that need them, so that the viewer never loads them.
 """
 
 from __future__ import annotations
@@ -17,9 +21,6 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 import numpy as np
-import torch
-
-from gagpo.train_config import RESUME_MAY_CHANGE
 
 if TYPE_CHECKING:
     from gagpo.agents.rollout import StepTable
@@ -70,6 +71,8 @@ def record_config_changes(out: Path, iteration: int, diffs: dict[str, tuple[Any,
     """Append one line to ``config_changes.jsonl``: the iteration a resume started from and
     every setting it changed (``config.json`` keeps the run's first settings; the checkpoint
     holds the current ones)."""
+    from gagpo.train_config import RESUME_MAY_CHANGE
+
     changes = {name: {"checkpoint": old, "new": new} for name, (old, new) in diffs.items()
                if name not in ("resume", "resume_override", "overwrite")}
     if not changes:
@@ -116,6 +119,8 @@ def cut_run(out: Path, iteration: int) -> int:
 
 
 def rng_state(policy: Any) -> dict[str, Any]:
+    import torch
+
     state = {"python": random.getstate(), "numpy": np.random.get_state(),
              "torch": torch.get_rng_state(), "policy": policy.generator.get_state()}
     if torch.cuda.is_available():
@@ -124,6 +129,8 @@ def rng_state(policy: Any) -> dict[str, Any]:
 
 
 def set_rng_state(state: dict[str, Any], policy: Any) -> None:
+    import torch
+
     random.setstate(state["python"])
     np.random.set_state(state["numpy"])
     torch.set_rng_state(state["torch"])
@@ -172,19 +179,30 @@ def write_json(path: Path, value: Any, indent: int | None = 2) -> None:
 def save_checkpoint(path: Path, **payload: Any) -> None:
     """``torch.save`` through :func:`atomic_write`: a crash mid-write, or a power loss, leaves
     the previous checkpoint whole and loadable."""
+    import torch
+
     atomic_write(path, lambda f: torch.save(payload, f))
+
+
+STEP_TABLE_VERSION = 2
+"""Version 2 (``version`` in the table) keeps each step's ``reply`` and ``task_type``, and the
+``observation`` as ``save_observations`` says; version 1 (no ``version``) had neither reply nor
+task type."""
 
 
 def save_step_table(path: Path, table: StepTable, columns: dict[str, np.ndarray],
                     keep_observations: bool) -> None:
     """One iteration's steps (``table``, plus the trainer's per-row ``columns`` as float32) as
-    a compressed ``.npz`` of columns (``np.load`` reads it)."""
+    a compressed ``.npz`` of columns (``np.load`` reads it; :func:`read_step_table` too): the
+    reply texts always, the observation texts when ``keep_observations``."""
     data = {
+        "version": np.int16(STEP_TABLE_VERSION),
         "group": table.column("group", np.int32),
         "trajectory": table.column("trajectory", np.int32),
         "t": table.column("t", np.int16),
-        **{name: table.column(name) for name in ("task_id", "state_key", "action",
-                                                  "well_formed", "action_valid", "done", "won")},
+        **{name: table.column(name) for name in ("task_id", "task_type", "state_key", "reply",
+                                                  "action", "well_formed", "action_valid",
+                                                  "done", "won")},
         "score": table.column("score", np.float32),
         "n_tokens": np.array([len(ids) for ids in table.column("token_ids")], np.int32),
         "logprob_sum": np.array([sum(lp) for lp in table.column("logprobs")], np.float32),
@@ -250,3 +268,92 @@ def eval_metrics(summary: dict[str, Any], prefix: str = "eval/") -> dict[str, fl
     return {f"{prefix}success": a["success"], f"{prefix}success_lo": a["success_ci95"][0],
             f"{prefix}success_hi": a["success_ci95"][1], f"{prefix}score": a["score"],
             f"{prefix}length": a["mean_length"], f"{prefix}episodes": a["episodes"]}
+
+
+# ---------------------------------------------------------------------------------------------
+# Reading a run folder back (``gagpo view``): never raises on a folder that is being written.
+
+
+class UnreadableTable(Exception):
+    """A step table that cannot be read (being replaced, torn, or not a step table)."""
+
+
+def step_tables(out: Path) -> dict[int, list[Path]]:
+    """``{iteration: [its step tables, one per rank]}`` in ``out/steps`` (temporary files of a
+    write under way left out), iterations in order."""
+    found: dict[int, list[Path]] = {}
+    folder = out / "steps"
+    if not folder.is_dir():
+        return {}
+    for path in sorted(folder.glob("iter_*.npz")):
+        it = _iteration_of(path)
+        if it is not None:
+            found.setdefault(it, []).append(path)
+    return dict(sorted(found.items()))
+
+
+def read_step_table(paths: list[Path], columns: list[str] | None = None) -> dict[str, Any]:
+    """The named ``columns`` (all when None) of one iteration's tables, ranks concatenated
+    (each rank's ``group`` and ``trajectory`` offset so that they stay distinct). Only the
+    columns asked for are decompressed. ``version`` is 1 for tables written before replies were
+    kept; a column a table lacks is left out.
+
+    Raises:
+        UnreadableTable: a file is missing, torn or not an ``.npz`` of columns.
+    """
+    parts: list[dict[str, np.ndarray]] = []
+    version = STEP_TABLE_VERSION
+    for path in paths:
+        try:
+            with np.load(path, allow_pickle=False) as z:
+                names = [n for n in z.files if n != "version"]
+                if "group" not in names:
+                    raise UnreadableTable(f"{path.name} is not a step table (no group column)")
+                version = min(version, int(z["version"]) if "version" in z.files else 1)
+                want = names if columns is None else [c for c in columns if c in names]
+                parts.append({n: z[n] for n in {*want, "group", "trajectory"}})
+        except UnreadableTable:
+            raise
+        except Exception as e:  # OSError, zipfile.BadZipFile, zlib.error, ValueError: torn
+            raise UnreadableTable(f"{path.name}: {type(e).__name__}: {e}") from e
+    if not parts:
+        raise UnreadableTable("no step table")
+    out: dict[str, Any] = {"version": version}
+    g_off = t_off = 0
+    for part in parts:
+        part["group"] = part["group"] + g_off
+        part["trajectory"] = part["trajectory"] + t_off
+        if len(part["group"]):
+            g_off, t_off = int(part["group"].max()) + 1, int(part["trajectory"].max()) + 1
+    keys = set.intersection(*(set(p) for p in parts))
+    for k in keys:
+        if columns is None or k in columns or k in ("group", "trajectory"):
+            out[k] = np.concatenate([p[k] for p in parts]) if len(parts) > 1 else parts[0][k]
+    return out
+
+
+def read_metrics(out: Path) -> list[dict[str, Any]]:
+    """``metrics.jsonl``'s lines as dicts, in order; a line torn by a kill (or being written)
+    is skipped."""
+    path = out / "metrics.jsonl"
+    rows = []
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (FileNotFoundError, IsADirectoryError):
+        return []
+    for line in text.splitlines():
+        try:
+            row = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(row, dict) and isinstance(row.get("iteration"), int):
+            rows.append(row)
+    return rows
+
+
+def read_json(path: Path) -> Any:
+    """A JSON file's value, or None when it is missing or unreadable."""
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None

@@ -42,6 +42,11 @@ from gagpo.losses import AGGREGATIONS, RATIO_LEVELS, LossConfig, check_dual_clip
 _LOSS = LossConfig()  # the loss's defaults are the trainer's
 
 
+OBSERVATION_STEPS_AUTO = 2_000_000
+"""``save_observations=auto`` keeps observations for runs of at most this many steps (about
+a few hundred MB of text before compression)."""
+
+
 def arg(default: Any, help: str, **kw: Any) -> Any:  # noqa: A002  (argparse's word)
     """A dataclass field carrying its command-line help (and, for numbers, ``valid``: the
     name of its range in :data:`gagpo.common.numbers.RANGES`)."""
@@ -200,7 +205,10 @@ class TrainConfig:
     tensorboard: bool = arg(True, "write TensorBoard events (needs the tensorboard package)")
     wandb: bool = arg(False, "log to Weights & Biases")
     wandb_project: str = arg("gagpo", "W&B project")
-    save_observations: bool = arg(False, "keep observation texts in the saved step tables")
+    save_observations: str = arg(
+        "auto", "keep observation texts in the saved step tables (replies are always kept): "
+        f"auto = when a run has at most {OBSERVATION_STEPS_AUTO:,} steps (iterations x groups x "
+        "G x step limit)", choices=["auto", "on", "off"], nargs="?", const="on")
     progress: bool = arg(True, "show a progress bar")
 
     def __post_init__(self) -> None:
@@ -213,6 +221,11 @@ class TrainConfig:
             if value is not None and value not in choices:
                 raise ValueError(f"{name} must be one of {choices}, not {value!r}")
         check_dual_clip(self.dual_clip)
+        if isinstance(self.save_observations, bool):  # settings written before "auto"
+            self.save_observations = "on" if self.save_observations else "off"
+        if self.save_observations not in ("auto", "on", "off"):
+            raise ValueError(f"save_observations must be auto, on or off, not "
+                             f"{self.save_observations!r}")
         if self.algo != "ppo" and (self.critic_model is not None or self.critic_warmup):
             raise ValueError(f"critic_model and critic_warmup set a learned critic, which "
                              f"only --algo ppo has (not {self.algo!r})")
@@ -223,6 +236,13 @@ class TrainConfig:
             if "valid" in f.metadata:
                 check_number(f.name, getattr(self, f.name), f.metadata["valid"],
                              integer=str(f.type).startswith("int"), optional="None" in str(f.type))
+
+    def keeps_observations(self) -> bool:
+        """Whether step tables keep observation texts: ``on``, or ``auto`` for a run of at
+        most :data:`OBSERVATION_STEPS_AUTO` steps (ALFWorld's 50-step limit when unset)."""
+        bound = self.iterations * self.n_groups * self.group_size * (self.max_steps or 50)
+        return self.save_observations == "on" or (
+            self.save_observations == "auto" and bound <= OBSERVATION_STEPS_AUTO)
 
     def resolved_ratio_level(self) -> str:
         return self.ratio_level or ("action" if self.algo == "gagpo" else "token")
@@ -291,8 +311,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help_text = f"{f.metadata['help']} (default: {default}" + \
             (")" if valid == "finite" else f"; {valid})")
         kw: dict[str, Any] = {"dest": f.name, "default": argparse.SUPPRESS, "help": help_text}
-        if "choices" in f.metadata:
-            kw["choices"] = f.metadata["choices"]
+        kw.update({k: f.metadata[k] for k in ("choices", "nargs", "const") if k in f.metadata})
         t = str(f.type)
         if t == "bool":
             kw["action"] = argparse.BooleanOptionalAction

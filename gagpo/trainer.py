@@ -458,7 +458,7 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
                              "value": details["value"],
                              "state_group_size": details["state_group_size"]}
                             | ({} if values is None else {"critic_value": values}),
-                            cfg.save_observations)
+                            cfg.keeps_observations())
             last = it + 1 == cfg.iterations
             if cfg.eval_episodes > 0 and (last or (cfg.eval_every and (it + 1) % cfg.eval_every
                                                    == 0)):
