@@ -1,5 +1,5 @@
 """The ``gagpo`` command line: ``gagpo serve webshop``, ``gagpo eval``, ``gagpo train``,
-``gagpo demo``."""
+``gagpo demo``, ``gagpo view``."""
 
 from __future__ import annotations
 
@@ -39,6 +39,12 @@ def _train(args: argparse.Namespace) -> int:
               f"(also in {cfg.out_dir}/evals.json):")
         print("\n".join(lines))
     return 0
+
+
+def _view(args: argparse.Namespace) -> int:
+    from gagpo.viewer import main as view
+
+    return view(args=args)
 
 
 def _missing_extras(error: ImportError):
@@ -161,6 +167,11 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--out-dir", default="runs/demo", help="where the run's files go")
     demo.add_argument("--quick", action="store_true", help="a 1-minute smoke version")
     demo.set_defaults(func=_demo)
+
+    from gagpo.viewer import build_parser as view_parser
+
+    view = sub.add_parser("view", help="see runs in a browser: curves, rollouts, step credit")
+    view_parser(view).set_defaults(func=_view)
     return parser
 
 

@@ -1,0 +1,208 @@
+"""``gagpo view`` without a browser: the step tables it reads (replies and observations kept,
+older tables still read), its pages on synthetic runs written by the trainer's own writer,
+the pages for folders that are missing, empty, half-written or old (never a 500), evaluation
+trajectories, and the WebShop link replayed on a served shop."""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from benchmarks.view_speed import synthetic_run, synthetic_table
+from gagpo.run_folder import read_step_table, save_step_table, step_tables
+from gagpo.train_config import OBSERVATION_STEPS_AUTO, TrainConfig
+from gagpo.viewer.app import create_app
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    root = tmp_path_factory.mktemp("runs")
+    synthetic_run(root / "synth", iterations=3, steps=60, group_size=4, max_t=5)
+    (root / "empty").mkdir()
+    return root
+
+
+def _client(*dirs, **kw):
+    return create_app([str(d) for d in dirs], **kw).test_client()
+
+
+def test_step_tables_keep_replies_and_observations_compressed(tmp_path):
+    table, cols = synthetic_table(random.Random(1), 40, group_size=4, max_t=5)
+    save_step_table(tmp_path / "a.npz", table, cols, keep_observations=True)
+    save_step_table(tmp_path / "b.npz", table, cols, keep_observations=False)
+    a = read_step_table([tmp_path / "a.npz"])
+    assert a["version"] == 2
+    assert list(a["reply"]) == [r.reply for r in table.rows]
+    assert list(a["observation"]) == [r.observation for r in table.rows]
+    assert list(a["task_type"]) == [r.task_type for r in table.rows]
+    assert "observation" not in read_step_table([tmp_path / "b.npz"])
+    raw = sum(len(r.observation) + len(r.reply) for r in table.rows)
+    assert (tmp_path / "a.npz").stat().st_size < raw  # compressed
+    # Only the columns asked for (plus group and trajectory) come back.
+    assert set(read_step_table([tmp_path / "a.npz"], ["reply"])) == {
+        "version", "group", "trajectory", "reply"}
+
+
+def test_save_observations_is_on_for_modest_runs_and_reads_old_settings():
+    assert TrainConfig().save_observations == "auto"
+    assert TrainConfig(iterations=10, n_groups=4, group_size=4).keeps_observations()
+    big = OBSERVATION_STEPS_AUTO  # iterations x groups x G x 50 steps well over the bound
+    assert not TrainConfig(iterations=big, n_groups=4, group_size=4).keeps_observations()
+    assert TrainConfig(iterations=big, save_observations="on").keeps_observations()
+    assert not TrainConfig(iterations=1, save_observations="off").keeps_observations()
+    assert TrainConfig(save_observations=True).save_observations == "on"  # older config files
+    assert TrainConfig(save_observations=False).save_observations == "off"
+    with pytest.raises(ValueError):
+        TrainConfig(save_observations="sometimes")
+
+
+def test_the_viewer_imports_neither_torch_nor_the_trainer():
+    code = ("import sys; import gagpo.viewer.app, gagpo.cli; "
+            "bad = [m for m in sys.modules if m == 'torch' or m.startswith(('gagpo.trainer', "
+            "'gagpo.agents.policies.transformers', 'gagpo.policy_update'))]; print(bad)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, cwd=Path(__file__).parent.parent)
+    assert out.stdout.strip() == "[]"
+
+
+def test_run_list_and_run_page(runs):
+    c = create_app(root=runs).test_client()
+    page = c.get("/").get_data(as_text=True)
+    assert "synth" in page and "empty" not in page  # an empty folder is no run
+    page = _client(runs / "synth").get("/run?r=synth").get_data(as_text=True)
+    for chart in ("success", "score", "length", "invalid", "kl", "entropy", "clip", "adv",
+                  "zero_adv", "gap", "tps", "time"):
+        svg = re.search(rf'<svg id="chart-{chart}".*?</svg>', page, re.S).group(0)
+        counts = [int(n) for n in re.findall(r'data-points="(\d+)"', svg)]
+        assert counts and all(n > 0 for n in counts), chart
+    assert page.count('href="/run/synth/iter/') == 3
+
+
+def test_a_group_shows_the_saved_keys_and_advantages(runs):
+    table = read_step_table(step_tables(runs / "synth")[2])
+    page = _client(runs / "synth").get("/run/synth/iter/2?group=1").get_data(as_text=True)
+    cells = re.findall(r'<div class="step[^"]*"[^>]*data-traj="(\d+)" data-t="(\d+)"\s*'
+                       r'data-key="([^"]*)" data-adv="([^"]*)"', page)
+    rows = np.flatnonzero(table["group"] == 1)
+    assert len(cells) == len(rows) > 0
+    saved = {(int(table["trajectory"][i]), int(table["t"][i])):
+             (str(table["state_key"][i]), float(table["advantage"][i])) for i in rows}
+    for traj, t, key, adv in cells:
+        assert saved[int(traj), int(t)] == (key, float(adv))
+    assert page.count('class="colhead') == len(set(table["trajectory"][rows]))
+    zero = sum(1 for i in rows if table["advantage"][i] == 0)
+    assert page.count('class="step zero"') == zero
+
+
+def test_filters(runs):
+    c = _client(runs / "synth")
+    table = read_step_table(step_tables(runs / "synth")[1])
+    for task_type in set(table["task_type"]):
+        page = c.get(f"/run/synth/iter/1?type={task_type}").get_data(as_text=True)
+        shown = {int(g) for g in re.findall(r'data-group="(\d+)"', page)}
+        assert shown == {int(g) for g in table["group"][table["task_type"] == task_type]}
+    g = int(table["group"][np.flatnonzero(table["won"])[0]])
+    page = c.get(f"/run/synth/iter/1?group={g}&outcome=won").get_data(as_text=True)
+    assert 'colhead won' in page and 'colhead lost' not in page
+    page = c.get(f"/run/synth/iter/1?group={g}&shared=1").get_data(as_text=True)
+    rows = np.flatnonzero(table["group"] == g)
+    assert page.count('class="step hidden"') == int((table["state_group_size"][rows] == 1).sum())
+
+
+def test_missing_empty_half_written_and_old_folders_get_clear_pages(runs, tmp_path):
+    c = _client(tmp_path / "nowhere", runs / "empty")
+    r = c.get("/run?r=nowhere")
+    assert r.status_code == 404 and "does not exist" in r.get_data(as_text=True)
+    r = c.get("/run?r=empty")
+    assert r.status_code == 200 and "No iteration recorded yet" in r.get_data(as_text=True)
+    half = tmp_path / "half"
+    synthetic_run(half, iterations=2, steps=30, group_size=3, max_t=4)
+    good = (half / "steps" / "iter_00002.npz").read_bytes()
+    (half / "steps" / "iter_00002.npz").write_bytes(good[: len(good) // 2])  # torn
+    (half / "steps" / "iter_00003.npz.tmp").write_bytes(good[:100])  # a write under way
+    c = _client(half)
+    assert c.get("/run?r=half").status_code == 200
+    r = c.get("/run/half/iter/2")
+    assert r.status_code == 503 and "reload" in r.get_data(as_text=True)
+    assert c.get("/run/half/iter/3").status_code == 404
+    with open(half / "metrics.jsonl", "a") as f:
+        f.write('{"iteration": 3, "train/succ')  # a line being written
+    assert c.get("/run?r=half").status_code == 200
+    # A version-1 table: no version, no reply, no task type.
+    old = tmp_path / "old"
+    (old / "steps").mkdir(parents=True)
+    with np.load(half / "steps" / "iter_00001.npz") as z:
+        cols = {k: z[k] for k in z.files if k not in ("version", "reply", "task_type",
+                                                       "observation")}
+    np.savez_compressed(old / "steps" / "iter_00001.npz", **cols)
+    r = _client(old).get("/run/old/iter/1")
+    assert r.status_code == 200 and "older gagpo" in r.get_data(as_text=True)
+    assert _client(old).get("/run?r=old").status_code == 200
+    for url in ("/run/nope/iter/1", "/eval/nope", "/shop/nope/1/0/0", "/no/such/page"):
+        assert _client(old).get(url).status_code == 404
+
+
+def test_eval_trajectories_open_in_the_browser(tmp_path):
+    out = tmp_path / "ev"
+    out.mkdir()
+    rows = []
+    for k in range(10):
+        for t in range(3):
+            rows.append({"group": 0, "trajectory": k, "t": t, "task_id": f"webshop:{k}",
+                         "task_type": "a" if k % 2 else "b", "state_key": f"s{k}{t}",
+                         "observation": "page", "prompt": [], "reply": f"<action>x{t}</action>",
+                         "action": f"x{t}", "well_formed": True, "action_valid": t != 1,
+                         "reward": 0.0, "done": t == 2, "terminated": False,
+                         "won": k == 3 and t == 2, "score": 0.0, "token_ids": [],
+                         "logprobs": [], "prompt_token_ids": None, "failed": False,
+                         "task_index": k})
+    (out / "trajectories.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows)
+                                            + '{"torn')
+    c = _client(out)
+    assert "/eval/ev" in c.get("/").get_data(as_text=True)
+    page = c.get("/eval/ev").get_data(as_text=True)
+    assert page.count('class="colhead') == 8 and "data-adv" not in page
+    page = c.get("/eval/ev?outcome=won").get_data(as_text=True)
+    assert page.count('class="colhead') == 1 and "rollout 3" in page
+    page = c.get("/eval/ev?type=a&group=0").get_data(as_text=True)
+    assert page.count('class="colhead') == 5
+
+
+def test_the_shop_link_opens_the_page_the_agent_saw(tmp_path):
+    from gagpo.servers.webshop import open_shop
+    from gagpo.servers.webshop.web.app import create_app as shop_app
+
+    try:
+        from conftest_shop import serve_in_thread
+    except ImportError:
+        from tests.conftest_shop import serve_in_thread
+
+    table, cols = synthetic_table(random.Random(0), 5, group_size=1, max_t=3)
+    shop = open_shop(num_products=200)
+    query = shop.goals[0].instruction_text[:40].replace("[", " ").replace("]", " ")
+    for r in table.rows:
+        r.task_id = "webshop:0"
+        r.action = f"search[{query}]" if r.t == 0 else "click[< prev]"
+    run = tmp_path / "shoprun"
+    (run / "steps").mkdir(parents=True)
+    save_step_table(run / "steps" / "iter_00001.npz", table, cols, True)
+    with serve_in_thread(shop_app(shop), threads=2) as url:
+        c = _client(run, shop_url=url)
+        r = c.get("/shop/shoprun/1/0/0")
+        assert r.status_code == 302 and r.location == f"{url}/fixed_0"
+        r = c.get("/shop/shoprun/1/0/1")
+        assert r.status_code == 302 and r.location.startswith(f"{url}/search_results/fixed_0/")
+        import urllib.request
+
+        with urllib.request.urlopen(r.location, timeout=10) as page:
+            assert page.status == 200
+        assert 'class="shoplink"' in c.get("/run/shoprun/iter/1").get_data(as_text=True)
+    r = _client(run, shop_url="http://127.0.0.1:9").get("/shop/shoprun/1/0/1")
+    assert r.status_code == 502 and "gagpo serve webshop" in r.get_data(as_text=True)
