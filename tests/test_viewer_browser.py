@@ -1,0 +1,183 @@
+"""``gagpo view`` in a real browser: headless Debian Chromium (as the shop's browser test) on
+a run the test trains with the tiny model (two iterations, held-out evaluation and the
+recomputed log-probs on, so that every curve has data) and on a synthetic run written by the
+trainer's own writer (advantages of both signs, states shared and not). The viewer is served
+by waitress on a free loopback port; no page may load anything from elsewhere."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from benchmarks.view_speed import synthetic_run
+from gagpo.run_folder import read_step_table, step_tables
+from gagpo.viewer.app import create_app
+from gagpo.viewer.data import CHARTS
+
+try:
+    from conftest_shop import serve_in_thread
+except ImportError:  # tests/ imported as a package
+    from tests.conftest_shop import serve_in_thread
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMEDRIVER = "/usr/bin/chromedriver"
+
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.skipif(
+        not (os.access(CHROMIUM, os.X_OK) and os.access(CHROMEDRIVER, os.X_OK)),
+        reason=f"needs Debian's chromium and chromium-driver ({CHROMIUM}, {CHROMEDRIVER}): "
+               "make browser",
+    ),
+]
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    sys.path.insert(0, str(Path(__file__).parent))
+    from test_trainer import _tiny_cfg
+
+    from gagpo.trainer import train
+
+    root = tmp_path_factory.mktemp("view-runs")
+    train(_tiny_cfg(root / "tiny", iterations=2, eval_episodes=2, eval_every=1,
+                    recompute_old_logp=True))
+    synthetic_run(root / "synth", iterations=2, steps=60, group_size=4, max_t=5)
+    return root
+
+
+@pytest.fixture(scope="module")
+def base_url(runs):
+    app = create_app([runs / "tiny", runs / "synth", runs / "missing"])
+    with serve_in_thread(app, threads=4) as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def driver(tmp_path_factory):
+    webdriver = pytest.importorskip("selenium.webdriver")
+    from selenium.webdriver.chrome.service import Service
+
+    profile = tmp_path_factory.mktemp("chromium-profile")
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                "--no-first-run", "--disable-background-networking",
+                "--disable-component-update", "--disable-sync", "--window-size=1400,1000",
+                f"--user-data-dir={profile}"):
+        options.add_argument(arg)
+    browser = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+    browser.set_page_load_timeout(30)
+    yield browser
+    browser.quit()
+    shutil.rmtree(profile, ignore_errors=True)
+
+
+def _only_local(driver, base_url):
+    """Every resource the page loaded came from the viewer itself."""
+    names = driver.execute_script(
+        "return performance.getEntriesByType('resource').map(e => e.name)")
+    assert names and all(n.startswith(base_url + "/") for n in names), names
+
+
+def test_run_page_shows_every_curve_with_data(driver, base_url):
+    from selenium.webdriver.common.by import By
+
+    driver.get(f"{base_url}/run?r=tiny")
+    for chart_id, title, lines, _ in CHARTS:
+        svg = driver.find_element(By.ID, f"chart-{chart_id}")
+        assert svg.is_displayed()
+        series = svg.find_elements(By.CSS_SELECTOR, ".series")
+        assert len(series) == len(lines), title
+        for s in series:
+            assert int(s.get_attribute("data-points")) >= 1, (title, s.get_attribute(
+                "data-label"))
+    _only_local(driver, base_url)
+    # Two runs overlay: each chart holds both runs' series.
+    driver.get(f"{base_url}/run?r=tiny&r=synth")
+    svg = driver.find_element(By.ID, "chart-kl")
+    labels = [s.get_attribute("data-label") for s in svg.find_elements(By.CSS_SELECTOR,
+                                                                       ".series")]
+    assert labels == ["tiny: kl", "synth: kl"]
+
+
+@pytest.mark.parametrize("name", ["tiny", "synth"])
+def test_rollout_browser_matches_the_saved_table(driver, base_url, runs, name):
+    from selenium.webdriver.common.by import By
+
+    paths = step_tables(runs / name)[2]
+    table = read_step_table(paths)
+    group = int(table["group"][-1])
+    rows = np.flatnonzero(table["group"] == group)
+    driver.get(f"{base_url}/run/{name}/iter/2?group={group}")
+    _only_local(driver, base_url)
+    grid = driver.find_element(By.ID, "rollouts")
+    assert int(grid.get_attribute("data-columns")) == len(set(table["trajectory"][rows]))
+    heads = grid.find_elements(By.CSS_SELECTOR, ".colhead")
+    assert len(heads) == len(set(table["trajectory"][rows]))
+    saved = {(int(table["trajectory"][i]), int(table["t"][i])): i for i in rows}
+    colour_of: dict[str, str] = {}
+    shown_adv, saved_adv = [], []
+    cells = grid.find_elements(By.CSS_SELECTOR, ".step")
+    assert len(cells) == len(rows)
+    for cell in cells:
+        i = saved[int(cell.get_attribute("data-traj")), int(cell.get_attribute("data-t"))]
+        chip = cell.find_element(By.CSS_SELECTOR, ".chip")
+        key = chip.get_attribute("data-key")
+        assert key == str(table["state_key"][i])
+        colour = chip.value_of_css_property("background-color")
+        if int(table["state_group_size"][i]) > 1:  # shared states: one colour per key
+            assert colour_of.setdefault(key, colour) == colour
+        bar = cell.find_element(By.CSS_SELECTOR, ".bar.advantage")
+        shown_adv.append(float(bar.get_attribute("data-value")))
+        saved_adv.append(float(table["advantage"][i]))
+        fill = bar.find_element(By.CSS_SELECTOR, ".fill")
+        if saved_adv[-1] != 0:
+            assert ("pos" in fill.get_attribute("class")) == (saved_adv[-1] > 0)
+        assert ("zero" in cell.get_attribute("class").split()) == (saved_adv[-1] == 0)
+        assert cell.find_element(By.CSS_SELECTOR, ".reply pre").text.strip() == \
+            str(table["reply"][i]).strip()
+    assert len(set(colour_of.values())) == len(colour_of)  # different keys, different colours
+    assert np.array_equal(np.sign(shown_adv), np.sign(saved_adv))
+    assert np.array_equal(np.argsort(shown_adv, kind="stable"),
+                          np.argsort(saved_adv, kind="stable"))
+
+
+def test_filters_in_the_browser(driver, base_url, runs):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select
+
+    table = read_step_table(step_tables(runs / "synth")[1])
+    won_group = int(table["group"][np.flatnonzero(table["won"])[0]])
+    driver.get(f"{base_url}/run/synth/iter/1?group={won_group}")
+    Select(driver.find_element(By.ID, "f-outcome")).select_by_value("won")
+    driver.find_element(By.ID, "f-apply").click()
+    heads = driver.find_elements(By.CSS_SELECTOR, "#rollouts .colhead")
+    assert heads and all("won" in h.get_attribute("class").split() for h in heads)
+    Select(driver.find_element(By.ID, "f-outcome")).select_by_value("")
+    driver.find_element(By.ID, "f-shared").click()
+    driver.find_element(By.ID, "f-apply").click()
+    rows = np.flatnonzero(table["group"] == won_group)
+    hidden = driver.find_elements(By.CSS_SELECTOR, "#rollouts .step.hidden")
+    assert len(hidden) == int((table["state_group_size"][rows] == 1).sum())
+    task_type = str(table["task_type"][0])
+    Select(driver.find_element(By.ID, "f-type")).select_by_value(task_type)
+    driver.find_element(By.ID, "f-apply").click()
+    types = {r.find_elements(By.TAG_NAME, "td")[2].text
+             for r in driver.find_elements(By.CSS_SELECTOR, "#groups .grouprow")}
+    assert types == {task_type}
+
+
+def test_missing_run_and_missing_iteration_read_clearly(driver, base_url):
+    from selenium.webdriver.common.by import By
+
+    driver.get(f"{base_url}/run?r=missing")
+    assert "does not exist" in driver.find_element(By.CSS_SELECTOR, ".problem").text
+    driver.get(f"{base_url}/run/tiny/iter/99")
+    assert "no step table for iteration 99" in driver.find_element(By.ID, "error").text
+    _only_local(driver, base_url)
