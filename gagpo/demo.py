@@ -63,6 +63,7 @@ def run_demo(episodes: int = 300, out_dir: str = "runs/demo", quick: bool = Fals
         apart = after["all"]["success_ci95"][0] > before["all"]["success_ci95"][1]
         print(f"\nThe intervals {'do not' if apart else 'DO'} overlap: the improvement is "
               f"{'beyond' if apart else 'within'} noise.")
-    print(f"\nTo look at the run (curves, rollouts, each step's credit): gagpo view {cfg.out_dir}"
-          " (then open http://127.0.0.1:3100/)")
+    # (one line naming the folder, as the first: "files in" marks both for tests/test_demo.py)
+    print(f"\nTo see the run's files in a browser (curves, rollouts, each step's credit): "
+          f"gagpo view {cfg.out_dir}, then open http://127.0.0.1:3100/")
     return evals
