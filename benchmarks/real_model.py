@@ -100,13 +100,19 @@ class Settings:
     lr: float = 1e-5
     eval_batch: int = 50
     bc_memory: list[str] = field(default_factory=lambda: [
-        # Two rows per pass, activations kept: the recorded warm start ran so, and peaked at
-        # 8.4 GB RSS (benchmarks/results/real_model/stages.json).
-        "--gradient-checkpointing", "off", "--micro-batch-tokens", "2048"])
+        # Layers recomputed in the backward pass, 2,048 padded tokens per pass, freed blocks
+        # returned to the system: the settings under 4 GB (benchmarks/update_memory). The
+        # first WebShop and ALFWorld warm starts ran with activations kept ("off") and glibc's
+        # heap, and peaked at 8.4 and 9.5 GB (stages.json); the recomputed activations are the
+        # kept ones, so only memory and time differ.
+        "--gradient-checkpointing", "on", "--micro-batch-tokens", "2048",
+        "--return-freed-memory"])
     rl_memory: list[str] = field(default_factory=lambda: [
-        # Layers recomputed in the backward pass, 4,096 padded tokens per pass: the update
-        # (the KL reference's copy included) stays near 4 GB (benchmarks/update_memory).
-        "--gradient-checkpointing", "on", "--micro-batch-tokens", "4096"])
+        # The same for reinforcement learning. The recorded GAGPO run used 4,096 tokens a pass
+        # and glibc's heap (4.4 GB in benchmarks/update_memory): the same sums, cut into fewer
+        # passes.
+        "--gradient-checkpointing", "on", "--micro-batch-tokens", "2048",
+        "--return-freed-memory"])
     vllm: bool = False
     """Sample rollouts and play evaluations with vLLM (a CUDA machine)."""
 

@@ -12,6 +12,13 @@ synthetic batch, and reports the process's peak RSS and the update's seconds, si
     python -m benchmarks.update_memory                      # SmolLM2-135M, 12 rows of 940 + 60
     python -m benchmarks.update_memory --rows 4 --prompt 300  # a quick look
     python -m benchmarks.update_memory --out benchmarks/results/update_memory
+    python -m benchmarks.update_memory --updates 2 --settings on,2048,glibc on,2048,mmap
+
+The heap column: glibc's defaults, or ``mmap``, the trainer's setting on a CPU
+(:func:`gagpo.common.malloc.return_freed_memory`: blocks of 1 MiB and more served by mmap, so
+that freed activations go back to the system instead of leaving holes in the heap). The second
+update is the steady state: the first one's peak comes before AdamW's moments exist. CPU seconds
+(user + system) are reported beside wall seconds: on a loaded machine they are the fairer cost.
 """
 
 from __future__ import annotations
@@ -28,15 +35,21 @@ from pathlib import Path
 
 from benchmarks.record import command_line, recorded
 
-#: (gradient checkpointing, micro-batch tokens) measured by default.
-SETTINGS = (("off", 16384), ("on", 16384), ("on", 4096), ("off", 2048), ("on", 2048))
+#: (gradient checkpointing, micro-batch tokens, heap) measured by default.
+SETTINGS = (("off", 16384, "glibc"), ("on", 16384, "glibc"), ("on", 4096, "glibc"),
+            ("off", 2048, "glibc"), ("on", 2048, "glibc"), ("on", 2048, "mmap"))
+HEAPS = ("glibc", "mmap")
 
 
 def one(model: str, rows: int, prompt: int, reply: int, checkpointing: str,
-        budget: int) -> dict:
-    """One update in this process; returns its seconds and this process's peak RSS."""
+        budget: int, heap: str = "glibc", updates: int = 1) -> dict:
+    """``updates`` updates in this process; returns their seconds and the peak RSS."""
     import torch
 
+    from gagpo.common.malloc import return_freed_memory
+
+    if heap == "mmap" and not return_freed_memory():
+        raise SystemExit("heap mmap: glibc's mallopt is not available here")
     from gagpo.train_config import TrainConfig
     from gagpo.trainer import build_model, update
 
@@ -60,11 +73,13 @@ def one(model: str, rows: int, prompt: int, reply: int, checkpointing: str,
              "old_logp": [[-3.0] * reply for _ in range(rows)],
              "adv": [(-1.0) ** i for i in range(rows)]}
     opt = torch.optim.AdamW([p for p in net.parameters() if p.requires_grad], lr=cfg.lr)
-    start = time.perf_counter()
-    update(net, ref, opt, batch, cfg, world=1, epoch_seed=0, amp=amp,
-           pad_id=tok.pad_token_id)
-    seconds = time.perf_counter() - start
-    return {"seconds": seconds, "peak_rss_gb": resource.getrusage(
+    start, cpu_start = time.perf_counter(), time.process_time()
+    for i in range(updates):
+        update(net, ref, opt, batch, cfg, world=1, epoch_seed=i, amp=amp,
+               pad_id=tok.pad_token_id)
+
+    seconds, cpu = time.perf_counter() - start, time.process_time() - cpu_start
+    return {"seconds": seconds, "cpu_seconds": cpu, "peak_rss_gb": resource.getrusage(
         resource.RUSAGE_SELF).ru_maxrss / 2**20, "autocast": str(amp)}
 
 
@@ -75,31 +90,41 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--prompt", type=int, default=940, help="prompt tokens per row")
     parser.add_argument("--reply", type=int, default=60, help="reply tokens per row")
     parser.add_argument("--out", type=Path, help="also write the report to OUT/report.txt")
-    parser.add_argument("--one", help=argparse.SUPPRESS)  # internal: "checkpointing,budget"
+    parser.add_argument("--updates", type=int, default=1, help="updates in a row, per setting")
+    parser.add_argument("--settings", nargs="+", metavar="CKPT,TOKENS,HEAP",
+                        help="settings to run, e.g. on,2048,mmap (default: all of SETTINGS)")
+    parser.add_argument("--one", help=argparse.SUPPRESS)  # internal: one setting, as above
     args = parser.parse_args(argv)
     if args.one:
-        checkpointing, budget = args.one.split(",")
+        checkpointing, budget, heap = args.one.split(",")
         print(json.dumps(one(args.model, args.rows, args.prompt, args.reply, checkpointing,
-                             int(budget))))
+                             int(budget), heap, args.updates)))
         return
+    settings = [tuple(s.split(",")) for s in args.settings] if args.settings else SETTINGS
     with recorded(args.out, command_line("benchmarks.update_memory", argv)):
-        print(f"one update of {args.model}: {args.rows} rows x ({args.prompt} prompt + "
-              f"{args.reply} reply tokens), each setting in a fresh process")
-        print(f"  {'checkpointing':<14}{'micro-batch':>12}{'seconds':>10}{'peak RSS':>11}")
+        print(f"{args.updates} update(s) of {args.model}: {args.rows} rows x ({args.prompt} "
+              f"prompt + {args.reply} reply tokens), each setting in a fresh process")
+        print(f"  {'checkpointing':<14}{'micro-batch':>12}{'heap':>7}{'seconds':>10}"
+              f"{'CPU s':>9}{'peak RSS':>11}")
         base = None
-        for checkpointing, budget in SETTINGS:
+        for checkpointing, budget, heap in settings:
+            if heap not in HEAPS:
+                raise SystemExit(f"heap must be one of {HEAPS}, not {heap!r}")
             child = subprocess.run(
                 [sys.executable, "-m", "benchmarks.update_memory", "--model", args.model,
                  "--rows", str(args.rows), "--prompt", str(args.prompt), "--reply",
-                 str(args.reply), "--one", f"{checkpointing},{budget}"],
+                 str(args.reply), "--updates", str(args.updates),
+                 "--one", f"{checkpointing},{budget},{heap}"],
                 capture_output=True, text=True, check=True)
             r = json.loads(child.stdout.strip().splitlines()[-1])
             if base is None:
                 print(f"  (autocast: {r['autocast']}; KL reference: a frozen copy)")
             base = base or r
-            print(f"  {checkpointing:<14}{budget:>12}{r['seconds']:>9.1f}s"
+            print(f"  {checkpointing:<14}{budget:>12}{heap:>7}{r['seconds']:>9.1f}s"
+                  f"{r['cpu_seconds']:>8.1f}s"
                   f"{r['peak_rss_gb']:>9.2f} GB   (x{r['peak_rss_gb'] / base['peak_rss_gb']:.2f} "
-                  f"memory, x{r['seconds'] / base['seconds']:.2f} time)", flush=True)
+                  f"memory, x{r['cpu_seconds'] / base['cpu_seconds']:.2f} CPU time)",
+                  flush=True)
 
 
 if __name__ == "__main__":

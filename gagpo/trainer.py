@@ -31,6 +31,7 @@ import torch
 from gagpo.advantages import compute_advantages
 from gagpo.agents.models import bf16_autocast, is_large
 from gagpo.agents.policies.factory import env_kwargs_for
+from gagpo.common.malloc import return_freed_memory
 from gagpo.critic import Critic, CriticStats
 from gagpo.distributed import (
     full_parameters,
@@ -311,6 +312,8 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
             record_config_changes(out, start, diffs)
     if rank == 0:
         prepare_run_folder(out, cfg, state)
+    if cfg.return_freed_memory:
+        return_freed_memory()
     random.seed(cfg.seed)
     np.random.seed(cfg.seed)
     torch.manual_seed(cfg.seed)

@@ -31,7 +31,7 @@ FIELDS = [f.name for f in dataclasses.fields(TrainConfig)]
 #: starts, where the run ends, where it is kept and where its metrics go, where envs run.
 MAY_CHANGE = {"resume", "resume_override", "overwrite", "out_dir", "iterations", "save_every",
               "progress", "tensorboard", "wandb", "wandb_project", "save_observations",
-              "backend", "ray_address", "gradient_checkpointing"}
+              "backend", "ray_address", "gradient_checkpointing", "return_freed_memory"}
 
 #: Every other setting changes what the run trains on or how: a resume must keep it.
 MUST_MATCH = {
@@ -42,6 +42,7 @@ MUST_MATCH = {
     "algo", "n_groups", "group_size", "reward", "reward_scale", "invalid_penalty",
     "invalid_penalty_target", "state_grouping",
     "gamma", "lam", "norm", "omega", "episode_stats",
+    "critic_model", "critic_lr", "critic_warmup", "value_clip",
     "ratio_level", "clip_eps", "clip_eps_high", "dual_clip", "kl_coef", "entropy_coef",
     "aggregation",
     "lr", "weight_decay", "max_grad_norm", "ppo_epochs", "num_minibatches",
@@ -140,7 +141,7 @@ def test_settings_within_the_table_alone_are_accepted_without_override():
     cfg = TrainConfig(resume=True, iterations=300, out_dir="moved", save_every=5,
                       tensorboard=False, wandb=True, wandb_project="p", progress=False,
                       save_observations=True, backend="ray", ray_address="head:6379",
-                      overwrite=True, gradient_checkpointing="on")
+                      overwrite=True, gradient_checkpointing="on", return_freed_memory=True)
     diffs = resume_differences(TrainConfig().to_dict(), cfg, 2, 2)
     assert set(diffs) == MAY_CHANGE - {"resume_override"}
     assert check_resume(diffs, cfg, 3) == []
