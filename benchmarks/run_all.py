@@ -37,6 +37,7 @@ from benchmarks import (
     serve_hardening,
     trainer_overhead,
     vector_bench,
+    view_speed,
     webshop_bench,
 )
 
@@ -64,6 +65,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     alfworld_bench.main(out("alfworld_bench"))
     openenv_serve.main(out("openenv_serve"))  # gagpo serve env: 64 sessions x 2,000 steps
     trainer_overhead.main(out("trainer_overhead"))
+    # gagpo view on 200 iterations x 1,000 steps (its report is one markdown file).
+    view_speed.main(["--out", str(args.out / "view_speed.md")] if args.out else [])
     # The quick run writes beside, not over, the committed full results.
     credit_assignment.main(["--quick", "--out", str(credit_assignment.RESULTS / "quick")])
 
