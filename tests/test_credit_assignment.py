@@ -75,7 +75,7 @@ def test_credit_at_one_state_moves_similar_states_only_for_the_linear_policy() -
         before = policy.probs(other, other_actions)[1]
         policy.update([seen], [ACTIONS], [1], np.array([1.0]), 1.0)
         after = policy.probs(other, other_actions)[1]
-        assert (after > before + 0.01) is moves, type(policy).__name__
+        assert bool(after > before + 0.01) == moves, type(policy).__name__
 
 
 def chain(length: int, reward: float = 10.0) -> dict:
