@@ -31,7 +31,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import ipaddress
 import json
 import operator
 import socket
@@ -45,6 +44,7 @@ from typing import Any
 import gymnasium as gym
 
 import gagpo.envs  # noqa: F401  (registers the environments)
+from gagpo.common.addresses import is_loopback
 from gagpo.envs import probe
 from gagpo.envs.base import INFO_KEYS
 from gagpo.openenv_client import TextAction, TextObservation, TextState
@@ -348,15 +348,6 @@ class _Factory:
 
 # -- serving ----------------------------------------------------------------------------------
 
-
-def is_loopback(host: str) -> bool:
-    """True when only this machine can reach ``host`` (``localhost``, 127.0.0.0/8, ::1)."""
-    if host.lower() == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
 
 
 def _uvicorn_config(app: Any, max_message_bytes: int, **kwargs: Any) -> Any:

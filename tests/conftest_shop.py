@@ -1,10 +1,13 @@
 """Helpers for the served-shop tests: the original WebShop's HTML-to-text parsing (written
-here, never in the shop: the shop renders text from its page model), a tricky catalog, and a
-waitress server on a free loopback port in a background thread."""
+here, never in the shop: the shop renders text from its page model), a tricky catalog, a
+waitress server on a free loopback port in a background thread, and headless Chromium for the
+tests that drive pages in a browser (the shop's, ``gagpo view``'s)."""
 
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -168,3 +171,39 @@ def serve_in_thread(app, threads: int = 8) -> Iterator[str]:
         server.trigger.pull_trigger(lambda: wasyncore.close_all(server._map, ignore_all=True))
         thread.join(timeout=10)
         assert not thread.is_alive(), "the test server did not stop"
+
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMEDRIVER = "/usr/bin/chromedriver"
+HAVE_CHROMIUM = os.access(CHROMIUM, os.X_OK) and os.access(CHROMEDRIVER, os.X_OK)
+NO_CHROMIUM = (f"needs Debian's chromium and chromium-driver ({CHROMIUM}, {CHROMEDRIVER}): "
+               "make browser")
+
+
+@contextmanager
+def headless_chromium(profile: Path, window: str = "1280,900",
+                      eager: bool = False) -> Iterator[object]:
+    """A selenium driver of headless Chromium with nothing reaching out of this machine (no
+    background networking, updates or sync) and a fresh profile; ``eager`` stops page loads
+    waiting for images (the catalog's are remote URLs an offline DNS lookup would hold up)."""
+    import pytest
+
+    webdriver = pytest.importorskip("selenium.webdriver")
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    if eager:
+        options.page_load_strategy = "eager"
+    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                "--no-first-run", "--disable-background-networking",
+                "--disable-component-update", "--disable-sync", f"--window-size={window}",
+                f"--user-data-dir={profile}"):
+        options.add_argument(arg)
+    browser = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+    browser.set_page_load_timeout(30)
+    try:
+        yield browser
+    finally:
+        browser.quit()
+        shutil.rmtree(profile, ignore_errors=True)

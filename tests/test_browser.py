@@ -8,8 +8,6 @@ plays an episode the way WebShop's own Selenium env does, down to reading the sc
 
 from __future__ import annotations
 
-import os
-import shutil
 from pathlib import Path
 
 import pytest
@@ -18,20 +16,18 @@ from gagpo.servers.webshop import open_shop
 from gagpo.servers.webshop.web.app import create_app
 
 try:
-    from conftest_shop import serve_in_thread
+    from conftest_shop import HAVE_CHROMIUM, NO_CHROMIUM, headless_chromium, serve_in_thread
 except ImportError:  # tests/ imported as a package
-    from tests.conftest_shop import serve_in_thread
-
-CHROMIUM = "/usr/bin/chromium"
-CHROMEDRIVER = "/usr/bin/chromedriver"
+    from tests.conftest_shop import (
+        HAVE_CHROMIUM,
+        NO_CHROMIUM,
+        headless_chromium,
+        serve_in_thread,
+    )
 
 pytestmark = [
     pytest.mark.browser,
-    pytest.mark.skipif(
-        not (os.access(CHROMIUM, os.X_OK) and os.access(CHROMEDRIVER, os.X_OK)),
-        reason=f"needs Debian's chromium and chromium-driver ({CHROMIUM}, {CHROMEDRIVER}): "
-               "apt-get install chromium chromium-driver",
-    ),
+    pytest.mark.skipif(not HAVE_CHROMIUM, reason=NO_CHROMIUM),
 ]
 
 
@@ -44,24 +40,9 @@ def base_url():
 
 @pytest.fixture(scope="module")
 def driver(tmp_path_factory):
-    webdriver = pytest.importorskip("selenium.webdriver")
-    from selenium.webdriver.chrome.service import Service
-
-    profile = tmp_path_factory.mktemp("chromium-profile")
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    # Catalog images are remote URLs; don't let an offline DNS lookup hold up page loads.
-    options.page_load_strategy = "eager"
-    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                "--no-first-run", "--disable-background-networking",
-                "--disable-component-update", "--disable-sync", "--window-size=1280,900",
-                f"--user-data-dir={profile}"):
-        options.add_argument(arg)
-    browser = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
-    browser.set_page_load_timeout(30)
-    yield browser
-    browser.quit()
-    shutil.rmtree(profile, ignore_errors=True)
+    with headless_chromium(tmp_path_factory.mktemp("chromium-profile"), window="1280,900",
+                           eager=True) as browser:
+        yield browser
 
 
 def test_search_open_product_and_choose_option(driver, base_url, tmp_path):

@@ -6,8 +6,6 @@ by waitress on a free loopback port; no page may load anything from elsewhere.""
 
 from __future__ import annotations
 
-import os
-import shutil
 import sys
 from pathlib import Path
 
@@ -20,20 +18,18 @@ from gagpo.viewer.app import create_app
 from gagpo.viewer.data import CHARTS
 
 try:
-    from conftest_shop import serve_in_thread
+    from conftest_shop import HAVE_CHROMIUM, NO_CHROMIUM, headless_chromium, serve_in_thread
 except ImportError:  # tests/ imported as a package
-    from tests.conftest_shop import serve_in_thread
-
-CHROMIUM = "/usr/bin/chromium"
-CHROMEDRIVER = "/usr/bin/chromedriver"
+    from tests.conftest_shop import (
+        HAVE_CHROMIUM,
+        NO_CHROMIUM,
+        headless_chromium,
+        serve_in_thread,
+    )
 
 pytestmark = [
     pytest.mark.browser,
-    pytest.mark.skipif(
-        not (os.access(CHROMIUM, os.X_OK) and os.access(CHROMEDRIVER, os.X_OK)),
-        reason=f"needs Debian's chromium and chromium-driver ({CHROMIUM}, {CHROMEDRIVER}): "
-               "make browser",
-    ),
+    pytest.mark.skipif(not HAVE_CHROMIUM, reason=NO_CHROMIUM),
 ]
 
 
@@ -60,22 +56,9 @@ def base_url(runs):
 
 @pytest.fixture(scope="module")
 def driver(tmp_path_factory):
-    webdriver = pytest.importorskip("selenium.webdriver")
-    from selenium.webdriver.chrome.service import Service
-
-    profile = tmp_path_factory.mktemp("chromium-profile")
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                "--no-first-run", "--disable-background-networking",
-                "--disable-component-update", "--disable-sync", "--window-size=1400,1000",
-                f"--user-data-dir={profile}"):
-        options.add_argument(arg)
-    browser = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
-    browser.set_page_load_timeout(30)
-    yield browser
-    browser.quit()
-    shutil.rmtree(profile, ignore_errors=True)
+    with headless_chromium(tmp_path_factory.mktemp("chromium-profile"), window="1400,1000",
+                           eager=False) as browser:
+        yield browser
 
 
 def _only_local(driver, base_url):

@@ -18,11 +18,11 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import ipaddress
 import os
 import sys
 from collections.abc import Sequence
 
+from gagpo.common.addresses import is_loopback
 from gagpo.common.numbers import check_number
 from gagpo.servers.webshop.web.tokens import MIN_SECRET_CHARS, SECRET_ENV
 
@@ -36,16 +36,6 @@ MAX_REQUEST_BODY = 1 << 20
 class ServeError(ValueError):
     """A setting that makes serving unsafe or impossible (the command exits with status 2)."""
 
-
-def is_loopback(host: str) -> bool:
-    """True when ``host`` is reachable from this machine only (``localhost``, 127.0.0.0/8,
-    ::1). Host names other than ``localhost`` count as reachable by others."""
-    if host.lower() == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
 
 
 def url_host(host: str) -> str:
