@@ -6,7 +6,9 @@ For each environment, starts ``gagpo serve env`` in a subprocess on a free loopb
    playing ``--steps`` steps (random admissible actions, a new episode whenever one ends):
    errors, p50/p99 step latency (send to answer), steps/s;
 2. **memory**: the server's RSS after a warm-up round of sessions, after the load (all
-   sessions closed), and whether ``--sessions`` new sessions fit again (nothing leaked);
+   sessions closed), whether ``--sessions`` new sessions fit again (nothing leaked), and after
+   the same load once more (a leak grows with every session; the allocator's high-water mark
+   is reused, so memory that stays flat across the second load is not held by sessions);
 3. **vanished clients**: ``--sessions`` clients start an episode and drop their TCP
    connection (no close frame) or just go quiet; after the idle timeout the server must have
    room for ``--sessions`` new sessions again;
@@ -263,6 +265,11 @@ def run_env(env_id: str, sessions: int, steps: int) -> dict:
         time.sleep(0.5)
         res["rss_after_load_mb"] = round(server.rss_mb(), 1)
         res["room_after_load"] = asyncio.run(room_for(server, sessions))
+        # The same load again: a leak grows with every session; the allocator's high-water
+        # mark does not (it is reused).
+        res["load_again"] = asyncio.run(load(server, sessions, steps, n_tasks))
+        time.sleep(0.5)
+        res["rss_after_second_load_mb"] = round(server.rss_mb(), 1)
         res["vanished"] = asyncio.run(vanished(server, sessions, IDLE_TIMEOUT))
         res["hostile"] = asyncio.run(hostile(server, sessions, rounds=3))
         res["rss_end_mb"] = round(server.rss_mb(), 1)
@@ -280,7 +287,8 @@ def report(r: dict) -> str:
         f"p50 {ld['p50_ms']} ms, p99 {ld['p99_ms']} ms, {ld['episodes']} episodes ended, "
         f"errors {ld['errors']}",
         f"  memory (RSS): {r['rss_warm_mb']} MB after warm-up, {r['rss_after_load_mb']} MB "
-        f"after the load (sessions closed), {r['rss_end_mb']} MB at the end; "
+        f"after the load (sessions closed), {r['rss_after_second_load_mb']} MB after the same "
+        f"load again ({r['load_again']['errors']} errors), {r['rss_end_mb']} MB at the end; "
         f"{ld['sessions']} new sessions fit after the load: {r['room_after_load']}",
         f"  vanished: {v['clients']} clients dropped mid-episode (half cut, half silent); "
         f"room for {v['clients']} new sessions "
@@ -294,7 +302,7 @@ def report(r: dict) -> str:
 
 
 def failed(r: dict) -> bool:
-    return bool(r["load"]["errors"] or not r["room_after_load"]
+    return bool(r["load"]["errors"] or r["load_again"]["errors"] or not r["room_after_load"]
                 or not r["vanished"]["room_after_timeout"] or r["hostile"]["failures"]
                 or not r["alive"])
 

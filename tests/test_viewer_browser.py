@@ -131,6 +131,20 @@ def test_rollout_browser_matches_the_saved_table(driver, base_url, runs, name):
                           np.argsort(saved_adv, kind="stable"))
 
 
+def _apply_filters(driver) -> None:
+    """Submit the filter form and wait for the page it loads (a click returns before the
+    navigation may have replaced the page on a loaded machine)."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions as ec
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    page = driver.find_element(By.TAG_NAME, "html")
+    driver.find_element(By.ID, "f-apply").click()
+    WebDriverWait(driver, 30).until(ec.staleness_of(page))
+    WebDriverWait(driver, 30).until(
+        lambda d: d.execute_script("return document.readyState") == "complete")
+
+
 def test_filters_in_the_browser(driver, base_url, runs):
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import Select
@@ -139,18 +153,18 @@ def test_filters_in_the_browser(driver, base_url, runs):
     won_group = int(table["group"][np.flatnonzero(table["won"])[0]])
     driver.get(f"{base_url}/run/synth/iter/1?group={won_group}")
     Select(driver.find_element(By.ID, "f-outcome")).select_by_value("won")
-    driver.find_element(By.ID, "f-apply").click()
+    _apply_filters(driver)
     heads = driver.find_elements(By.CSS_SELECTOR, "#rollouts .colhead")
     assert heads and all("won" in h.get_attribute("class").split() for h in heads)
     Select(driver.find_element(By.ID, "f-outcome")).select_by_value("")
     driver.find_element(By.ID, "f-shared").click()
-    driver.find_element(By.ID, "f-apply").click()
+    _apply_filters(driver)
     rows = np.flatnonzero(table["group"] == won_group)
     hidden = driver.find_elements(By.CSS_SELECTOR, "#rollouts .step.hidden")
     assert len(hidden) == int((table["state_group_size"][rows] == 1).sum())
     task_type = str(table["task_type"][0])
     Select(driver.find_element(By.ID, "f-type")).select_by_value(task_type)
-    driver.find_element(By.ID, "f-apply").click()
+    _apply_filters(driver)
     types = {r.find_elements(By.TAG_NAME, "td")[2].text
              for r in driver.find_elements(By.CSS_SELECTOR, "#groups .grouprow")}
     assert types == {task_type}
