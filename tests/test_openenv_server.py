@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import time
 import urllib.request
 
 import gymnasium as gym
@@ -20,6 +19,11 @@ import gagpo.envs  # noqa: E402, F401  (registers the environments)
 from gagpo.envs.base import INFO_KEYS  # noqa: E402
 from gagpo.openenv_client import GagpoEnvClient, TextAction  # noqa: E402
 from gagpo.openenv_server import running_server  # noqa: E402
+
+try:
+    from test_openenv_limits import eventually
+except ImportError:  # tests/ imported as a package
+    from tests.test_openenv_limits import eventually
 
 EXPERT = {"request_infos": ["expert_action"]}
 ENVS = {"WebShop-v0": ("click[no such button]", [0, 7]),   # bad action, tasks
@@ -127,7 +131,7 @@ def test_copies_of_one_task_share_state_keys_over_the_wire(served):
     finally:
         for c in clients:
             c.close()
-    assert _eventually(lambda: server.active_sessions() == 0)
+    assert eventually(lambda: server.active_sessions() == 0)
 
 
 def test_the_task_api_lists_the_envs_splits_and_tasks(served):
@@ -175,7 +179,7 @@ def test_gagpo_serve_env_serves_on_loopback_and_refuses_other_addresses(tmp_path
            "--port", str(port), "--max-sessions", "2", "--idle-timeout", "30"]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
-        assert _eventually(lambda: _health(port), timeout=60), proc.stdout
+        assert eventually(lambda: _health(port), timeout=60), proc.stdout
         with GagpoEnvClient(base_url=f"http://127.0.0.1:{port}").sync() as client:
             assert client.reset(task=0).observation.admissible_actions
     finally:
@@ -198,15 +202,6 @@ def _post(server, path: str, body: dict) -> dict:
     req = urllib.request.Request(server.url + path, data=json.dumps(body).encode(),
                                  headers={"Content-Type": "application/json"})
     return json.load(urllib.request.urlopen(req, timeout=10))
-
-
-def _eventually(check, timeout: float = 10.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if check():
-            return True
-        time.sleep(0.05)
-    return check()
 
 
 def test_the_space_folder_and_the_running_server_pass_openenv_validate(served):
