@@ -692,8 +692,11 @@ class GroupVectorEnv:
         self.close()
 
     def __del__(self) -> None:
-        with contextlib.suppress(Exception):  # interpreter shutdown may have torn modules down
+        # Not contextlib.suppress: at interpreter shutdown this module's globals may be None.
+        try:  # noqa: SIM105
             self.close()
+        except Exception:
+            pass
 
     def __repr__(self) -> str:
         return (f"GroupVectorEnv({self.env_id!r}, n_tasks={self.n_tasks}, "

@@ -186,10 +186,12 @@ def full_parameters(model: Any) -> Iterator[None]:
             m.set_reshard_after_forward(True)
 
 
-def full_state(model: Any, trainable_only: bool = True) -> dict[str, torch.Tensor]:
+def full_state(model: Any, trainable_only: bool = True, clone: bool = True
+               ) -> dict[str, torch.Tensor]:
     """Full (unsharded) CPU tensors of the trained parameters: every parameter, or the LoRA
     adapters. A collective under FSDP: every rank must call it, and only rank 0 receives the
-    tensors (the others get an empty dict)."""
+    tensors (the others get an empty dict). ``clone=False`` (for a write that reads them at
+    once) hands out a whole CPU model's own tensors, detached, instead of copies."""
     names = {n for n, p in model.named_parameters() if p.requires_grad or not trainable_only}
     if is_sharded(model):
         from torch.distributed.checkpoint.state_dict import (
@@ -200,7 +202,8 @@ def full_state(model: Any, trainable_only: bool = True) -> dict[str, torch.Tenso
         state = get_model_state_dict(
             model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
         return {n: t.detach().clone() for n, t in state.items() if n in names}
-    return {n: p.detach().cpu().clone() for n, p in model.named_parameters() if n in names}
+    return {n: (p.detach().cpu().clone() if clone else p.detach().cpu())
+            for n, p in model.named_parameters() if n in names}
 
 
 def load_full_state(model: Any, state: dict[str, torch.Tensor]) -> None:

@@ -17,7 +17,6 @@ checkpoints, step tables, metrics (:mod:`gagpo.run_folder`).
 
 from __future__ import annotations
 
-import copy
 import hashlib
 import random
 import time
@@ -49,6 +48,7 @@ from gagpo.distributed import (
 from gagpo.evaluate import evaluate_model
 from gagpo.policy_update import (
     UpdateStats,
+    frozen_reference,
     recompute_old_logprobs,
     update,
 )
@@ -294,6 +294,8 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
         raise ValueError(f"n_groups ({cfg.n_groups}) must be a multiple of the ranks ({world})")
     out = Path(cfg.out_dir)
     ckpt_path = out / "checkpoint.pt"
+    if cfg.return_freed_memory:  # before the checkpoint loads: its tensors are freed below
+        return_freed_memory()
     state = torch.load(ckpt_path, weights_only=False) \
         if cfg.resume and ckpt_path.exists() else None
     if not cfg.resume and not cfg.overwrite and earlier_run(out):
@@ -312,8 +314,6 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
             record_config_changes(out, start, diffs)
     if rank == 0:
         prepare_run_folder(out, cfg, state)
-    if cfg.return_freed_memory:
-        return_freed_memory()
     random.seed(cfg.seed)
     np.random.seed(cfg.seed)
     torch.manual_seed(cfg.seed)
@@ -354,7 +354,7 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
     # its result (under LoRA that is base + the warm start's adapter, not the base alone).
     ref_model = None  # (none for a warm start alone: no update would read it)
     if cfg.kl_coef > 0 and cfg.iterations > 0 and (cfg.lora_rank == 0 or cfg.bc_episodes > 0):
-        ref_model = copy.deepcopy(model).eval().requires_grad_(False)
+        ref_model = frozen_reference(model, None if cfg.parallel == "fsdp" else amp)
     critic = None  # PPO's value head on its own copy of the backbone (gagpo.critic)
     if cfg.algo == "ppo":
         critic = Critic(*build_model(replace(cfg, model=cfg.critic_model or cfg.model), device),
@@ -363,12 +363,12 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
         shard_model(model)
         if ref_model is not None:
             shard_model(ref_model)
-    if state is not None:
-        load_full_state(model, state["model"])
+    if state is not None:  # each part dropped once loaded: a resumed run holds no second copy
+        load_full_state(model, state.pop("model"))
         if critic is not None:
-            critic.load(state["critic"])
+            critic.load(state.pop("critic"))
         if ref_model is not None and "reference" in state:
-            load_full_state(ref_model, state["reference"])
+            load_full_state(ref_model, state.pop("reference"))
         evals = state["evals"]
     else:
         if cfg.eval_episodes > 0:
@@ -394,7 +394,7 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
     params = [p for p in model.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
     if state is not None:
-        load_optimizer_state(model, optimizer, state["optimizer"])
+        load_optimizer_state(model, optimizer, state.pop("optimizer"))
         if rank < len(state["rng"]):  # else (more ranks, overridden): the seeded streams
             set_rng_state(state["rng"][rank], policy)
             if engine is not None:
@@ -476,12 +476,14 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
             # Gathering full tensors is a collective under FSDP: every rank takes part.
             if (last or (cfg.save_every and (it + 1) % cfg.save_every == 0)) and \
                     (rank == 0 or is_sharded(model)):
-                payload = {"model": full_state(model),
+                # Tensors as they are (no clones): a checkpoint must not double the model.
+                payload = {"model": full_state(model, clone=False),
                            "optimizer": optimizer_state(model, optimizer),
                            "rng": rngs, "iteration": it + 1, "config": cfg.to_dict(),
                            "evals": evals}
                 if ref_model is not None and "bc" in evals:  # else: rebuilt from cfg.model
-                    payload["reference"] = full_state(ref_model, trainable_only=False)
+                    payload["reference"] = full_state(ref_model, trainable_only=False,
+                                                      clone=False)
                 if critic is not None:
                     payload["critic"] = critic.state()
                 if rank == 0:

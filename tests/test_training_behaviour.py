@@ -245,6 +245,71 @@ def test_the_kl_reference_is_the_starting_policy(tmp_path, monkeypatch, lora_ran
     assert kl[0] == pytest.approx(0.0, abs=1e-6) and kl[1] > 1e-5
 
 
+def test_the_reference_in_the_autocast_dtype_gives_the_float32_copys_logprobs():
+    """Under bf16 autocast the frozen reference keeps its linear weights in bf16 (half their
+    memory) and still gives a float32 copy's reply log-probs bit for bit; the tied embedding
+    and the norms stay float32. Without autocast it is a plain float32 copy."""
+    model, tok = load_model("tiny")
+    full = copy.deepcopy(model).eval().requires_grad_(False)
+    ref = policy_update.frozen_reference(model, torch.bfloat16)
+    embedding = ref.get_input_embeddings().weight
+    linear = [m for m in ref.modules() if type(m) is torch.nn.Linear]
+    assert embedding.dtype == torch.float32 and ref.lm_head.weight is embedding
+    assert [m.weight.dtype for m in linear if m.weight is not embedding] == \
+        [torch.bfloat16] * (len(linear) - 1)
+    assert all(not p.requires_grad for p in ref.parameters())
+    nbytes = sum(p.numel() * p.element_size() for p in ref.parameters())
+    assert nbytes < 0.75 * sum(p.numel() * p.element_size() for p in full.parameters())
+    prompts, replies = [[5, 17, 42, 8, 99], [23, 61]], [[7, 3, 12], [44]]
+    with torch.no_grad():
+        a = reply_logprobs(full, prompts, replies, pad_id=tok.pad_token_id,
+                           autocast_dtype=torch.bfloat16)[0]
+        b = reply_logprobs(ref, prompts, replies, pad_id=tok.pad_token_id,
+                           autocast_dtype=torch.bfloat16)[0]
+    assert torch.equal(a, b)
+    plain = policy_update.frozen_reference(model, None)
+    assert {p.dtype for p in plain.parameters()} == {torch.float32}
+
+
+def test_a_resumed_run_frees_its_checkpoint_before_it_trains(tmp_path, monkeypatch):
+    """A resume loads the checkpoint's weights and optimizer state and keeps no second copy:
+    during the update, of the tensors the checkpoint held only the optimizer's own moments
+    (loaded in place, not copied) are alive."""
+    import gc
+    import weakref
+
+    cfg = _cfg(tmp_path, iterations=1, save_every=1, kl_coef=0.05, bc_episodes=2)
+    trainer.train(cfg)
+    loaded: list[weakref.ref] = []
+    load = torch.load
+
+    def spy_load(*args, **kwargs):
+        state = load(*args, **kwargs)
+        for part in ("model", "reference"):
+            loaded.extend(weakref.ref(t) for t in state[part].values())
+        loaded.extend(weakref.ref(t) for s in state["optimizer"]["state"].values()
+                      for t in s.values() if torch.is_tensor(t) and t.dim() > 0)
+        return state
+
+    alive: list[int] = []
+    moments: list[int] = []
+    update = trainer.update
+
+    def spy_update(model, ref_model, optimizer, *args, **kwargs):
+        gc.collect()
+        alive.extend(id(r()) for r in loaded if r() is not None)
+        moments.extend(id(t) for s in optimizer.state.values() for t in s.values()
+                       if torch.is_tensor(t) and t.dim() > 0)
+        return update(model, ref_model, optimizer, *args, **kwargs)
+
+    monkeypatch.setattr(trainer.torch, "load", spy_load)
+    monkeypatch.setattr(trainer, "update", spy_update)
+    trainer.train(_cfg(tmp_path, iterations=2, save_every=1, kl_coef=0.05, bc_episodes=2,
+                       resume=True))
+    assert len(loaded) > len(moments) > 0  # weights, the reference and the moments
+    assert sorted(alive) == sorted(moments)
+
+
 def test_copies_of_a_task_share_its_task_and_seed(tmp_path):
     """Corridor's start depends on the reset's seed (its lamps, its actions' order): the G
     copies of a group start in one state, groups drawn with other seeds in others."""
