@@ -16,7 +16,9 @@ The README's "Performance" figures are the committed reports in ``benchmarks/res
   is ``rollout_throughput``'s with its recorded settings (here 2 tasks x 4 copies, 3 steps, 32
   new tokens: a few minutes).
 
-``--out benchmarks/results`` rewrites those reports; the shorter hardening and rollout
+A benchmark that fails (its exit code, or an exception) is reported and the others still
+run; ``make bench`` then exits 1 with the failed ones named. ``--out benchmarks/results``
+rewrites those reports; the shorter hardening and rollout
 throughput runs go to ``quick/serve_hardening`` and ``quick/rollout_throughput``, and the
 credit-assignment quick run always to ``results/quick`` (not committed), beside the committed
 full results.
@@ -25,7 +27,8 @@ full results.
 from __future__ import annotations
 
 import argparse
-from collections.abc import Sequence
+import traceback
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from benchmarks import (
@@ -42,7 +45,26 @@ from benchmarks import (
 )
 
 
-def main(argv: Sequence[str] | None = None) -> None:
+def run(name: str, main: Callable[[list[str]], object], argv: list[str],
+        failures: list[str]) -> None:
+    """One benchmark's ``main(argv)``. Its failure (an exit code of 1 returned, a SystemExit
+    other than 0, an exception) is reported and noted, and the next benchmark runs."""
+    print(f"\n=== {name} {' '.join(argv)}", flush=True)
+    try:
+        code = main(argv)
+    except SystemExit as stop:  # argparse errors and refusals
+        code = stop.code
+    except Exception:  # noqa: BLE001 - reported, and the run goes on to the next benchmark
+        traceback.print_exc()
+        code = "an exception"
+    # Only an int exit code or a message is a failure (some mains return their figures).
+    if (isinstance(code, int) and not isinstance(code, bool) and code != 0) \
+            or isinstance(code, str):
+        print(f"=== {name} FAILED ({code})", flush=True)
+        failures.append(name)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--large", type=int, default=0,
@@ -54,22 +76,34 @@ def main(argv: Sequence[str] | None = None) -> None:
     def out(name: str) -> list[str]:
         return ["--out", str(args.out / name)] if args.out else []
 
-    webshop_bench.main((["--large", str(args.large)] if args.large else [])
-                       + out("webshop_bench"))
-    serve_hardening.main(["--seconds", "30"] + out("quick/serve_hardening"))
-    vector_bench.main(out("vector_bench"))
-    vector_bench.main(["--env", "alfworld", "--rounds", "2"] + out("vector_bench_alfworld"))
-    rollout_overhead.main(out("rollout_overhead"))
-    rollout_throughput.main(["--tasks", "2", "--copies", "4", "--max-new-tokens", "32",
-                             "--max-steps", "3"] + out("quick/rollout_throughput"))
-    alfworld_bench.main(out("alfworld_bench"))
-    openenv_serve.main(out("openenv_serve"))  # gagpo serve env: 64 sessions x 2,000 steps
-    trainer_overhead.main(out("trainer_overhead"))
+    failures: list[str] = []
+    run("webshop_bench", webshop_bench.main,
+        (["--large", str(args.large)] if args.large else []) + out("webshop_bench"), failures)
+    run("serve_hardening", serve_hardening.main,
+        ["--seconds", "30"] + out("quick/serve_hardening"), failures)
+    run("vector_bench", vector_bench.main, out("vector_bench"), failures)
+    run("vector_bench_alfworld", vector_bench.main,
+        ["--env", "alfworld", "--rounds", "2"] + out("vector_bench_alfworld"), failures)
+    run("rollout_overhead", rollout_overhead.main, out("rollout_overhead"), failures)
+    run("rollout_throughput", rollout_throughput.main,
+        ["--tasks", "2", "--copies", "4", "--max-new-tokens", "32", "--max-steps", "3"]
+        + out("quick/rollout_throughput"), failures)
+    run("alfworld_bench", alfworld_bench.main, out("alfworld_bench"), failures)
+    # gagpo serve env: 64 sessions x 2,000 steps
+    run("openenv_serve", openenv_serve.main, out("openenv_serve"), failures)
+    run("trainer_overhead", trainer_overhead.main, out("trainer_overhead"), failures)
     # gagpo view on 200 iterations x 1,000 steps (its report is one markdown file).
-    view_speed.main(["--out", str(args.out / "view_speed.md")] if args.out else [])
+    run("view_speed", view_speed.main,
+        ["--out", str(args.out / "view_speed.md")] if args.out else [], failures)
     # The quick run writes beside, not over, the committed full results.
-    credit_assignment.main(["--quick", "--out", str(credit_assignment.RESULTS / "quick")])
+    run("credit_assignment", credit_assignment.main,
+        ["--quick", "--out", str(credit_assignment.RESULTS / "quick")], failures)
+    if failures:
+        print(f"\nfailed: {', '.join(failures)}", flush=True)
+        return 1
+    print("\nevery benchmark ran", flush=True)
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

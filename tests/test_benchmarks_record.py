@@ -49,3 +49,27 @@ def test_results_the_readme_points_at_exist():
     assert paths, "the README points at no recorded results"
     missing = [p for p in sorted(paths) if not (ROOT / p).exists()]
     assert not missing, missing
+
+
+def test_make_bench_reports_a_failed_benchmark_and_runs_the_rest(capsys):
+    """``benchmarks.run_all.run``: an exit code, a refusal or an exception is a failure,
+    named; a benchmark returning its figures (a dict, None, 0) is not; each runs regardless."""
+    from benchmarks.run_all import run
+
+    def boom(argv):
+        raise ValueError("broken")
+
+    def refuse(argv):
+        raise SystemExit("unknown option")
+
+    failures: list[str] = []
+    calls: list[list[str]] = []
+    for name, main in (("figures", lambda a: calls.append(a) or {"x": 1.0}),
+                       ("exit1", lambda a: calls.append(a) or 1), ("boom", boom),
+                       ("refused", refuse), ("ok", lambda a: calls.append(a) or 0),
+                       ("none", lambda a: calls.append(a))):
+        run(name, main, ["--flag"], failures)
+    assert failures == ["exit1", "boom", "refused"]
+    assert calls == [["--flag"]] * 4
+    out = capsys.readouterr()
+    assert "=== boom FAILED" in out.out and "ValueError: broken" in out.err
