@@ -12,7 +12,8 @@ keyword arguments, one instance per session.
 - Observations carry the text and the contract's infos: ``admissible_actions``, ``won``,
   ``score``, ``state_key``, ``action_valid``, ``task_id``, ``task_type``, ``instruction``; the
   env's own info keys (``page``, ``feedback``, ``expert_action``...) travel in ``info``, and
-  ``terminated``/``truncated`` beside OpenEnv's ``done``.
+  ``terminated``/``truncated`` beside OpenEnv's ``done``; paths of the server's file system
+  (ALFWorld's ``gamefile``) do not leave it.
 - ``reset`` takes ``task`` (the env's index or id), ``split``, ``seed`` and, as OpenEnv's task
   API has it, ``index`` (the position in ``split``): G sessions reset with one task and one
   seed start identical.
@@ -109,10 +110,15 @@ def _plain(value: Any) -> Any:
     return str(value)
 
 
+SERVER_ONLY_KEYS = frozenset({"gamefile"})
+"""Info keys that stay on the server: ALFWorld's ``gamefile`` is a path of the server's file
+system (``task_id`` names the game to a client)."""
+
+
 def observation(text: str, info: dict[str, Any], reward: float | None = None,
                 terminated: bool = False, truncated: bool = False) -> TextObservation:
     """A :class:`TextObservation` of one reset or step of a gagpo env."""
-    extra = {k: v for k, v in info.items() if k not in INFO_KEYS}
+    extra = {k: v for k, v in info.items() if k not in INFO_KEYS and k not in SERVER_ONLY_KEYS}
     return TextObservation(
         text=text, **{k: info[k] for k in INFO_KEYS}, reward=reward,
         done=bool(terminated or truncated), terminated=bool(terminated),

@@ -36,14 +36,18 @@ def served(request):
         yield request.param, server
 
 
-def plain(info: dict) -> dict:
+def as_json(info: dict) -> dict:
     return json.loads(json.dumps(info, default=lambda v: v.tolist() if hasattr(v, "tolist")
                                  else str(v)))
 
 
 def play(reset, step, bad: str, n_bad: int, after_end: int = 2) -> list[tuple]:
     """An episode: ``n_bad`` invalid actions, then the expert's, then ``after_end`` more steps
-    after the end. ``reset()`` -> (obs, info); ``step(a)`` -> gymnasium's 5-tuple."""
+    after the end. ``reset()`` -> (obs, info); ``step(a)`` -> gymnasium's 5-tuple. Infos as a
+    client sees them: without the server's file paths (``gamefile``), which must not travel."""
+    def plain(info: dict) -> dict:
+        return {k: v for k, v in as_json(info).items() if k != "gamefile"}
+
     obs, info = reset()
     rows = [(obs, None, False, False, plain(info))]
     t, done, extra = 0, False, 0
@@ -101,6 +105,9 @@ def test_openenvs_generic_client_works_unchanged(served):
     with GenericEnvClient(base_url=server.url).sync() as client:
         result = client.reset(task=1, seed=0)
         assert result.observation["text"] == obs
+        # ALFWorld's path of the game file stays on the server: the task id names the game.
+        assert ("gamefile" in info) == (env_id == "ALFWorld-v0")
+        assert "gamefile" not in result.observation["info"]
         for key in INFO_KEYS:
             assert result.observation[key] == info[key], key
         action = info["expert_action"]
