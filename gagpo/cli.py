@@ -70,6 +70,7 @@ def _eval(args: argparse.Namespace) -> int:
         env_kwargs[key] = _parse_value(value)
     evaluate(
         args.env, spec, split=args.split, episodes=args.episodes, batch=args.batch,
+        batch_tokens=args.batch_tokens,
         backend=args.backend, env_kwargs=env_kwargs, out=args.out,
         history_length=args.history_length, max_prompt_tokens=args.max_prompt_tokens,
         bf16=args.bf16,
@@ -125,6 +126,10 @@ def build_parser() -> argparse.ArgumentParser:
                     "valid_seen/valid_unseen/train (ALFWorld); default: the env's")
     ev.add_argument("--episodes", type=int, default=100, help="the split's first N tasks")
     ev.add_argument("--batch", type=int, default=16, help="episodes played together")
+    ev.add_argument("--batch-tokens", type=int, default=None,
+                    help="a transformers model's cache positions per generation pass: rows x "
+                         "(longest prompt + --max-new-tokens); bounds its memory (default: "
+                         "--batch rows)")
     ev.add_argument("--backend", choices=list(BACKENDS), default="inprocess")
     ev.add_argument("--temperature", type=float, default=0.4,
                     help="sampling temperature (the papers validate at 0.4; 0 = greedy)")

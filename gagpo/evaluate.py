@@ -162,6 +162,7 @@ def evaluate(
     split: str | None = None,
     episodes: int = 100,
     batch: int = 16,
+    batch_tokens: int | None = None,
     backend: str = "inprocess",
     env_kwargs: dict[str, Any] | None = None,
     out: str | Path | None = None,
@@ -172,7 +173,9 @@ def evaluate(
 ) -> dict[str, Any]:
     """Evaluate a policy on the first ``episodes`` tasks of ``split``, ``batch`` at a time.
 
-    A model run by transformers answers ``batch`` prompts per forward pass, stops each reply at
+    A model run by transformers answers ``batch`` prompts per forward pass (fewer where
+    ``batch_tokens`` bounds a pass's cache positions, as the trainer's
+    ``--rollout-batch-tokens`` does), stops each reply at
     its ``</action>`` (as the trainer's policy does), and runs under bf16 autocast as ``bf16``
     says (:func:`~gagpo.agents.models.bf16_autocast`). ``max_prompt_tokens`` caps its
     prompts as the trainer's ``--max-prompt-tokens`` does.
@@ -199,7 +202,11 @@ def evaluate(
         if not model_backed:
             raise ValueError("--max-prompt-tokens counts a transformers model's tokens: "
                              f"{policy_spec.name!r} has no tokenizer here")
-    policy = build_policy(policy_spec, **({"batch_size": batch} if model_backed else {}))
+    if batch_tokens is not None and not model_backed:
+        raise ValueError("--batch-tokens bounds a transformers model's passes: "
+                         f"{policy_spec.name!r} runs none here")
+    policy = build_policy(policy_spec, **({"batch_size": batch, "batch_tokens": batch_tokens}
+                                          if model_backed else {}))
     env_kwargs = env_kwargs_for(policy, env_kwargs)
     with probe(env_id, **env_kwargs) as env:  # what the env declares, read once
         tasks = list(env.split_tasks(None))[:episodes]

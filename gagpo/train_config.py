@@ -171,6 +171,11 @@ class TrainConfig:
                                valid=">= 1")
     micro_batch_tokens: int = arg(16384, "padded tokens per forward/backward (gradient "
                                          "accumulation)", valid=">= 1")
+    rollout_batch_tokens: int = arg(0, "cache positions per generation pass of the "
+                                       "transformers policy: rows x (longest prompt + "
+                                       "max_new_tokens); bounds the decoding cache's memory "
+                                       "(16 rows of 1,000-token prompts hold 0.8 GB for "
+                                       "SmolLM2-135M) (0: rows only)", valid=">= 0")
     return_freed_memory: bool = arg(False, "glibc: serve blocks of 1 MiB and more by mmap, so "
                                            "that freed activations go back to the system: a "
                                            "lower peak on a CPU (SmolLM2-135M's update: 4.21 "

@@ -124,7 +124,8 @@ def make_policy(model: Any, tokenizer: Any, cfg: TrainConfig, *, temperature: fl
     spec = PolicySpec(cfg.model, mode=cfg.mode, temperature=temperature, top_p=top_p,
                       max_new_tokens=cfg.max_new_tokens, seed=seed)
     return build_policy(spec, model=model, tokenizer=tokenizer,
-                        batch_size=max(POLICY_BATCH, cfg.group_size), stop=("</action>",),
+                        batch_size=max(POLICY_BATCH, cfg.group_size),
+                        batch_tokens=cfg.rollout_batch_tokens or None, stop=("</action>",),
                         length_normalize=cfg.length_normalize)
 
 

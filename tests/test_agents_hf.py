@@ -280,6 +280,54 @@ def test_pack_identical_keeps_identical_prompts_together():
     assert pack_identical([], 4) == []
 
 
+def test_pack_identical_under_a_token_budget_bounds_each_batchs_cache():
+    """With ``tokens``, a batch's rows x (its longest prompt + reserve) stay within the budget
+    (one over-long prompt alone excepted); identical prompts still share; all are served."""
+    def check(prompts, size, tokens, reserve):
+        batches = pack_identical(prompts, size, tokens, reserve)
+        assert sorted(i for b in batches for i in b) == list(range(len(prompts)))
+        for b in batches:
+            longest = max(len(prompts[i]) for i in b)
+            assert 0 < len(b) <= size
+            assert len(b) == 1 or len(b) * (longest + reserve) <= tokens
+        return batches
+
+    long, short = list(range(100)), [7] * 10
+    # 16 rows of 100 + 20: 4 fit a budget of 500 (not 16): 4 batches, copies together.
+    batches = check([long] * 8 + [long[::-1]] * 8, 16, 500, 20)
+    assert len(batches) == 4 and [len({i < 8 for i in b}) for b in batches] == [1, 1, 1, 1]
+    # Short prompts fill a batch to ``size``; long ones share fewer rows.
+    batches = check([short] * 6 + [long, long[1:], long[2:]], 6, 300, 20)
+    assert sorted(len(b) for b in batches) == [1, 2, 6]
+    # A prompt longer than the budget goes alone rather than nowhere.
+    assert check([long, short, short], 4, 50, 10) == [[0], [1, 2]]
+    # No budget: the batches of size alone.
+    assert pack_identical([long] * 5, 4) == pack_identical([long] * 5, 4, None, 20)
+
+
+def test_a_token_budget_changes_batching_not_greedy_replies(tiny):
+    model, tok = tiny
+    texts = [PROMPTS[0], PROMPTS[2], PROMPTS[0], "x", PROMPTS[1], "y " * 40]
+    sizes: list[int] = []
+    free, bounded = (TransformersPolicy(model, tok, temperature=0, max_new_tokens=12,
+                                        batch_size=8, batch_tokens=budget)
+                     for budget in (None, 120))
+    generate = bounded.generate_ids
+
+    def spy(prompts):
+        sizes.append(len(prompts) * (max(map(len, prompts)) + 12))
+        return generate(prompts)
+
+    bounded.generate_ids = spy
+    a, b = (p.act(requests_of(*texts)) for p in (free, bounded))
+    # Prompts of 12, 48, 12, 11, 33 and 90 tokens, 12 reserved: one pass of 6 x 102 positions
+    # without a budget; within 120: [90], [48, 33], [12, 12, 11].
+    assert sorted(sizes) == [72, 102, 120]
+    assert [r.token_ids for r in a] == [r.token_ids for r in b]
+    with pytest.raises(ValueError, match="batch_tokens"):
+        TransformersPolicy(model, tok, batch_tokens=0)
+
+
 # --- scoring --------------------------------------------------------------------------------
 
 SHOP = ["search[<query>]", "click[back to search]", "click[buy now]", "click[b0abc12345]",

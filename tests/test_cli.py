@@ -130,6 +130,9 @@ def test_a_config_file_gets_the_same_checks_as_the_flags(tmp_path, capsys):
     (["--top-p", "0"], "top_p must be in (0, 1], not 0.0"),
     (["--env-arg", "bogus=1"], "WebShop-v0 does not take the arguments {'bogus': 1"),
     (["--policy", "/no/such/model"], "no model '/no/such/model': not one of the built-in "),
+    (["--batch-tokens", "0"], "batch_tokens must be >= 1, not 0"),
+    (["--policy", "rule", "--batch-tokens", "4096"],
+     "--batch-tokens bounds a transformers model's passes: 'rule' runs none here"),
 ])
 def test_eval_refuses_bad_settings_with_the_reason(capsys, flags, message):
     """Each of these once ran anyway (``--episodes -1`` played all but the last task) or ended

@@ -18,7 +18,7 @@ from gagpo.agents.policies.vllm import engine_available
 from gagpo.agents.rollout import StepTable
 from gagpo.losses import micro_batches, reply_logprobs
 from gagpo.train_config import TrainConfig
-from gagpo.trainer import build_model, step_rewards, train, update
+from gagpo.trainer import build_model, make_policy, step_rewards, train, update
 
 torch.set_num_threads(1)
 ROOT = Path(__file__).resolve().parents[1]
@@ -781,3 +781,14 @@ def test_a_run_ended_at_its_checkpoint_saves_its_final_model(tmp_path):
     saved = load_model(str(out / "final"))[0].state_dict()
     for name, tensor in checkpoint["model"].items():
         assert torch.equal(saved[name], tensor), name
+
+
+def test_rollout_batch_tokens_bounds_the_trainers_generation_passes(tmp_path):
+    """``--rollout-batch-tokens`` reaches the rollout's (and the in-run evaluation's) policy;
+    0 leaves its passes to the row count."""
+    cfg = _tiny_cfg(tmp_path, mode="generate", max_new_tokens=20)
+    model, tok = build_model(cfg, torch.device("cpu"))
+    bounded = make_policy(model, tok, replace(cfg, rollout_batch_tokens=300), temperature=1.0,
+                          seed=0)
+    assert bounded.batch_tokens == 300
+    assert make_policy(model, tok, cfg, temperature=1.0, seed=0).batch_tokens is None

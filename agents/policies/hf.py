@@ -29,10 +29,9 @@ from __future__ import annotations
 
 import copy
 import inspect
-import math
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -52,35 +51,66 @@ def _chunks(n: int, size: int) -> list[range]:
     return [range(i, min(i + size, n)) for i in range(0, n, size)]
 
 
-def pack_identical(prompts: Sequence[Sequence[int]], size: int) -> list[list[int]]:
+def pack_identical(prompts: Sequence[Sequence[int]], size: int, tokens: int | None = None,
+                   reserve: int = 0) -> list[list[int]]:
     """Indices of ``prompts`` in batches of at most ``size``, as few batches as request order
-    would make (``ceil(n / size)``), identical prompts together where that allows.
+    would make, identical prompts together where that allows.
 
-    Identical prompts form groups (a group larger than ``size`` is cut into pieces of ``size``);
-    groups are packed whole, longest prompt first (then largest group first), into the first
-    batch with room: prompts of like lengths share a batch, so little of it is left padding,
-    which is computed like any token. When that would take more batches than
-    ``ceil(n / size)``, the groups are laid end to end and cut every ``size`` instead: a group
-    may then straddle two batches and is prefilled in each, which costs less than a batch more
-    of decoding.
+    With ``tokens``, a batch also holds at most that many cache positions: its rows x (its
+    longest prompt + ``reserve``, the reply's room), which bounds the decoding cache and the
+    prefill's activations, whatever the prompts' lengths (a prompt longer than the budget
+    still gets a batch of its own).
+
+    Identical prompts form groups (a group larger than a batch is cut into pieces); groups are
+    packed whole, longest prompt first (then largest group first), into the first batch with
+    room: prompts of like lengths share a batch, so little of it is left padding, which is
+    computed like any token. When that would take more batches than cutting the same order
+    into full batches, the groups are laid end to end and cut instead: a group may then
+    straddle two batches and is prefilled in each, which costs less than a batch more of
+    decoding.
     """
+    rows = batch_rows(size, tokens, reserve)
     groups: dict[tuple[int, ...], list[int]] = {}
     for i, p in enumerate(prompts):
         groups.setdefault(tuple(p), []).append(i)
-    pieces = [g[k:k + size] for g in groups.values() for k in range(0, len(g), size)]
+    pieces = [g[k:k + rows(len(prompts[g[0]]))] for g in groups.values()
+              for k in range(0, len(g), rows(len(prompts[g[0]])))]
     # Stable: ties keep their first appearance's order.
     pieces.sort(key=lambda piece: (len(prompts[piece[0]]), len(piece)), reverse=True)
     batches: list[list[int]] = []
-    for piece in pieces:
+    for piece in pieces:  # a batch's first prompt is its longest: pieces come longest first
         for batch in batches:
-            if len(batch) + len(piece) <= size:
+            if len(batch) + len(piece) <= rows(len(prompts[batch[0]])):
                 batch.extend(piece)
                 break
         else:
             batches.append(list(piece))
-    if len(batches) > math.ceil(len(prompts) / size):
-        flat = [i for piece in pieces for i in piece]
-        batches = [flat[k:k + size] for k in range(0, len(flat), size)]
+    cut = cut_in_order([i for piece in pieces for i in piece], prompts, rows)
+    return cut if len(batches) > len(cut) else batches
+
+
+def batch_rows(size: int, tokens: int | None = None, reserve: int = 0) -> Callable[[int], int]:
+    """How many rows a batch whose longest prompt has ``n`` tokens may hold: ``size``, and with
+    ``tokens`` no more than fit ``n + reserve`` cache positions each (at least one)."""
+    def rows(n: int) -> int:
+        return size if tokens is None else max(1, min(size, tokens // (n + reserve)))
+    return rows
+
+
+def cut_in_order(order: Sequence[int], prompts: Sequence[Sequence[int]],
+                 rows: Callable[[int], int]) -> list[list[int]]:
+    """``order`` cut into consecutive batches, each as full as ``rows(its longest prompt's
+    length)`` allows."""
+    batches: list[list[int]] = []
+    longest = 0
+    for i in order:
+        length = max(longest, len(prompts[i])) if batches else len(prompts[i])
+        if batches and len(batches[-1]) + 1 <= rows(length):
+            batches[-1].append(i)
+            longest = length
+        else:
+            batches.append([i])
+            longest = len(prompts[i])
     return batches
 
 
@@ -121,6 +151,11 @@ class TransformersPolicy(Policy):
         top_p: nucleus sampling mass (generate mode).
         max_new_tokens: reply length limit (generate mode).
         batch_size: prompts per forward pass (generate) or candidates per pass (score).
+        batch_tokens: in generate mode, at most this many cache positions per pass as well:
+            rows x (the pass's longest prompt + ``max_new_tokens``). It bounds the memory of
+            the decoding cache and of the prefill whatever the prompts' lengths (16 rows of
+            1,000-token prompts hold 0.8 GB of cache for SmolLM2-135M); None: ``batch_size``
+            alone.
         seed: seeds a private generator, so sampling is reproducible and leaves torch's
             global RNG alone; None uses the global RNG.
         stop: strings that end a reply once generated (e.g. ``("</action>",)``); the token
@@ -146,6 +181,7 @@ class TransformersPolicy(Policy):
         top_p: float = 1.0,
         max_new_tokens: int = 256,
         batch_size: int = 8,
+        batch_tokens: int | None = None,
         seed: int | None = None,
         device: torch.device | str | None = None,
         stop: Sequence[str] = (),
@@ -159,6 +195,8 @@ class TransformersPolicy(Policy):
         check_number("top_p", top_p, "in (0, 1]")
         check_number("temperature", temperature, ">= 0")
         check_number("batch_size", batch_size, ">= 1", integer=True)
+        if batch_tokens is not None:
+            check_number("batch_tokens", batch_tokens, ">= 1", integer=True)
         check_number("max_new_tokens", max_new_tokens, ">= 1", integer=True)
         self.model = model
         self.tokenizer = tokenizer
@@ -167,6 +205,7 @@ class TransformersPolicy(Policy):
         self.top_p = top_p
         self.max_new_tokens = max_new_tokens
         self.batch_size = batch_size
+        self.batch_tokens = batch_tokens
         self.stop = tuple(stop)
         self.reply_template = reply_template
         self.length_normalize = length_normalize
@@ -230,9 +269,11 @@ class TransformersPolicy(Policy):
             return [self._score_one(r) for r in requests]
         prompts = [self.prompt_ids(r.messages) for r in requests]
         if self.share_prefill:
-            batches = pack_identical(prompts, self.batch_size)
+            batches = pack_identical(prompts, self.batch_size, self.batch_tokens,
+                                     self.max_new_tokens)
         else:
-            batches = [list(c) for c in _chunks(len(prompts), self.batch_size)]
+            batches = cut_in_order(range(len(prompts)), prompts, batch_rows(
+                self.batch_size, self.batch_tokens, self.max_new_tokens))
         replies: list[Reply | None] = [None] * len(requests)
         for batch in batches:
             generated = self.generate_ids([prompts[i] for i in batch])
