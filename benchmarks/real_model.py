@@ -13,7 +13,10 @@ training, which resumes from its last checkpoint). For each environment:
 3. reinforcement learning from that checkpoint (``--model warm_start/final``), one run per
    estimator (on WebShop GAGPO, then GiGPO and GRPO with the same budget and seed; on ALFWorld
    GAGPO), each then evaluated on the held-out tasks;
-4. the untrained model on the same tasks (last: its episodes run to the step limit).
+4. on WebShop, the recipe's memory: two GAGPO iterations from the warm start at its settings,
+   the first in a fresh process, the second resumed (``memory_1``, ``memory_2``), for each
+   process's peak RSS;
+5. the untrained model on the same tasks (last: its episodes run to the step limit).
 
 WebShop's stages come first and keep the first run's names (``warm_start``, ``gagpo_eval``);
 ALFWorld's carry the prefix ``alfworld_``. Every evaluation plays the first tasks of a split
@@ -55,6 +58,9 @@ MAX_NEW_TOKENS = 96
 EVAL_TEMPERATURE = 0.4
 SEED = 0
 ESTIMATORS = ("gagpo", "gigpo", "grpo")
+ROLLOUT_BATCH_TOKENS = 8192
+"""Cache positions per generation pass: 7 rows of 1,000-token prompts instead of 16 rows
+(SmolLM2-135M: 0.5 GB less at the peak, the same CPU time)."""
 
 
 @dataclass(frozen=True)
@@ -69,11 +75,16 @@ class EnvRun:
     max_steps: int
     baselines: tuple[str, ...]
     estimators: tuple[str, ...]
+    rollout_batch_tokens: int = ROLLOUT_BATCH_TOKENS
+    """The RL runs' ``--rollout-batch-tokens`` (0: none)."""
 
 
-WEBSHOP = EnvRun("WebShop-v0", "", "test", 10, ("expert", "rule"), ESTIMATORS)
+WEBSHOP = EnvRun("WebShop-v0", "", "test", 10, ("expert", "rule"), ESTIMATORS,
+                 rollout_batch_tokens=0)
 """10 steps: the expert needs 6.5 on average when it searches with the request's words, as its
-demonstrations do."""
+demonstrations do. Its RL runs began before ``--rollout-batch-tokens`` existed, and a resume
+must keep the setting (it decides which random draws fall to which reply), so they go on
+without it; the ``memory`` stages measure the recipe with it."""
 ALFWORLD = EnvRun("ALFWorld-v0", "alfworld_", "valid_unseen", 20, ("expert",), ("gagpo",))
 """20 steps (ALFWorld's own limit is 50): the expert needs 6.1 on average on the generated
 ``valid_unseen`` games, and a CPU pays for every step a failing episode plays. GAGPO only:
@@ -145,7 +156,9 @@ def eval_command(policy: str, out: Path, s: Settings, run: EnvRun = WEBSHOP) -> 
 
 
 def train_command(model: str, out: Path, s: Settings, *, algo: str = "gagpo",
-                  warm_start: bool = False, run: EnvRun = WEBSHOP) -> list[str]:
+                  warm_start: bool = False, run: EnvRun = WEBSHOP,
+                  iterations: int | None = None, rollout_batch_tokens: int | None = None
+                  ) -> list[str]:
     cmd = ["gagpo", "train", "--env", run.env, "--model", model, "--mode", "generate",
            "--algo", algo, "--max-steps", str(run.max_steps), "--temperature", "1.0",
            "--eval-temperature", str(EVAL_TEMPERATURE), "--eval-episodes", "0",
@@ -158,7 +171,10 @@ def train_command(model: str, out: Path, s: Settings, *, algo: str = "gagpo",
                       "--bc-epochs", str(s.bc_epochs), "--bc-lr", str(s.bc_lr), "--bc-batch",
                       "8"]
     reward = ["--reward", "score"] if run is WEBSHOP else []  # ALFWorld's is its win
-    return cmd + ["--iterations", str(s.iterations), "--n-groups", str(s.n_groups),
+    budget = run.rollout_batch_tokens if rollout_batch_tokens is None else rollout_batch_tokens
+    if budget:
+        cmd += ["--rollout-batch-tokens", str(budget)]
+    return cmd + ["--iterations", str(iterations or s.iterations), "--n-groups", str(s.n_groups),
                   "--group-size", str(s.group_size), "--lr", str(s.lr), *reward,
                   "--kl-coef", "0.01", "--save-every", "1",
                   *(["--generation", "vllm"] if s.vllm else [])]
@@ -196,6 +212,16 @@ def env_stages(work: Path, s: Settings, run: EnvRun) -> list[Stage]:
                                                   run=run),
                       folder / "final" / "config.json", folder / "metrics.jsonl"),
                 evaluation(f"{p}{algo}_eval", str(folder / "final"), f"{p}eval_{algo}")]
+    if run is WEBSHOP:
+        # The recipe's memory, measured: GAGPO's first iteration in a fresh process, then its
+        # second in a resumed one (AdamW's moments and a checkpoint loaded), each process's
+        # peak RSS recorded; at the recipe's settings, the rollout budget included.
+        folder = work / "memory_check"
+        for it in (1, 2):
+            out.append(Stage(f"memory_{it}", train_command(
+                str(warm / "final"), folder, s, run=run, iterations=it,
+                rollout_batch_tokens=ROLLOUT_BATCH_TOKENS),
+                folder / "steps" / f"iter_{it:05d}.npz", folder / "metrics.jsonl"))
     out.append(evaluation(f"{p}untrained", MODEL, f"{p}eval_untrained"))
     return out
 

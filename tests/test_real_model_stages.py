@@ -38,8 +38,14 @@ def test_every_stage_command_parses_to_the_intended_settings(tmp_path, settings,
             bc = settings.bc_episodes if run is WEBSHOP else settings.alfworld_bc_episodes
             assert (cfg.iterations, cfg.bc_episodes) == (0, bc)
             assert cfg.bc_teacher == "expert" and cfg.out_dir == str(tmp_path / (p + "warm_start"))
+        elif st.name.startswith("memory_"):  # the recipe's memory: GAGPO, 1 then 2 iterations
+            assert run is WEBSHOP and cfg.algo == "gagpo"
+            assert cfg.iterations == int(st.name[-1]) and cfg.rollout_batch_tokens == 8192
+            assert cfg.out_dir == str(tmp_path / "memory_check")
+            assert cfg.model == str(tmp_path / "warm_start" / "final")
         else:  # every estimator starts from the warm start's model, with one budget and seed
             assert p + cfg.algo == st.name
+            assert cfg.rollout_batch_tokens == run.rollout_batch_tokens
             assert cfg.model == str(tmp_path / (p + "warm_start") / "final")
             assert (cfg.iterations, cfg.n_groups, cfg.group_size, cfg.seed) == (
                 settings.iterations, settings.n_groups, settings.group_size, 0)
@@ -58,7 +64,11 @@ def test_the_two_environments_stages_and_folders_are_apart(tmp_path):
     names = [st.name for st in every]
     assert names[:4] == ["expert", "rule", "warm_start", "warm_eval"]
     assert len(set(names)) == len(names)
-    assert len({st.done_file.parent for st in every}) == len(every)
+    # (the memory stages excepted: the second resumes the first's run)
+    apart = [st.done_file.parent for st in every if not st.name.startswith("memory_")]
+    assert len(set(apart)) == len(apart)
+    memory = [st.done_file for st in every if st.name.startswith("memory_")]
+    assert len(memory) == len(set(memory)) == 2 and memory[0].parent == memory[1].parent
     assert all(st.name.startswith("alfworld_") == ("ALFWorld-v0" in st.command)
                for st in every)
 
