@@ -305,12 +305,13 @@ def test_pack_identical_under_a_token_budget_bounds_each_batchs_cache():
     assert pack_identical([long] * 5, 4) == pack_identical([long] * 5, 4, None, 20)
 
 
-def test_a_token_budget_changes_batching_not_greedy_replies(tiny):
+@pytest.mark.parametrize("share", [True, False])
+def test_a_token_budget_changes_batching_not_greedy_replies(tiny, share):
     model, tok = tiny
     texts = [PROMPTS[0], PROMPTS[2], PROMPTS[0], "x", PROMPTS[1], "y " * 40]
     sizes: list[int] = []
     free, bounded = (TransformersPolicy(model, tok, temperature=0, max_new_tokens=12,
-                                        batch_size=8, batch_tokens=budget)
+                                        batch_size=8, batch_tokens=budget, share_prefill=share)
                      for budget in (None, 120))
     generate = bounded.generate_ids
 
@@ -321,8 +322,9 @@ def test_a_token_budget_changes_batching_not_greedy_replies(tiny):
     bounded.generate_ids = spy
     a, b = (p.act(requests_of(*texts)) for p in (free, bounded))
     # Prompts of 12, 48, 12, 11, 33 and 90 tokens, 12 reserved: one pass of 6 x 102 positions
-    # without a budget; within 120: [90], [48, 33], [12, 12, 11].
-    assert sorted(sizes) == [72, 102, 120]
+    # without a budget; within 120, packed: [90], [48, 33], [12, 12, 11]; in request order:
+    # [12, 48], [12, 11], [33], [90].
+    assert sorted(sizes) == ([72, 102, 120] if share else [45, 48, 102, 120])
     assert [r.token_ids for r in a] == [r.token_ids for r in b]
     with pytest.raises(ValueError, match="batch_tokens"):
         TransformersPolicy(model, tok, batch_tokens=0)

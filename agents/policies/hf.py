@@ -102,12 +102,11 @@ def cut_in_order(order: Sequence[int], prompts: Sequence[Sequence[int]],
     """``order`` cut into consecutive batches, each as full as ``rows(its longest prompt's
     length)`` allows."""
     batches: list[list[int]] = []
-    longest = 0
+    longest = 0  # the last batch's longest prompt
     for i in order:
-        length = max(longest, len(prompts[i])) if batches else len(prompts[i])
-        if batches and len(batches[-1]) + 1 <= rows(length):
+        if batches and len(batches[-1]) < rows(max(longest, len(prompts[i]))):
             batches[-1].append(i)
-            longest = length
+            longest = max(longest, len(prompts[i]))
         else:
             batches.append([i])
             longest = len(prompts[i])
