@@ -498,8 +498,10 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
         logger.close()
     # DDP must leave every rank with the same parameters: check, and record it. (Under FSDP
     # each shard exists once; rank 0 records the digest of the gathered model.)
-    digest = hashlib.sha256(b"".join(t.numpy().tobytes() for t in
-                                     full_state(model).values())).hexdigest()
+    hasher = hashlib.sha256()
+    for t in full_state(model, clone=False).values():  # read in place: no copy of the model
+        hasher.update(t.contiguous().numpy())
+    digest = hasher.hexdigest()
     digests = [digest] if is_sharded(model) else gather_objects(digest, world)
     if rank == 0:
         write_json(out / "parameter_digests.json", digests, indent=None)
