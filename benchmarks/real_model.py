@@ -59,8 +59,8 @@ EVAL_TEMPERATURE = 0.4
 SEED = 0
 ESTIMATORS = ("gagpo", "gigpo", "grpo")
 ROLLOUT_BATCH_TOKENS = 8192
-"""Cache positions per generation pass: 7 rows of 1,000-token prompts instead of 16 rows
-(SmolLM2-135M: 0.5 GB less at the peak, the same CPU time)."""
+"""Cache positions per generation pass: 7 rows of 1,000-token prompts instead of 16, a decoding
+cache of 0.35 GB instead of 0.8 for SmolLM2-135M (float32 keys and values, 46 kB a position)."""
 
 
 @dataclass(frozen=True)
