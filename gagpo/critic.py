@@ -175,8 +175,9 @@ class Critic:
 
     def state(self) -> dict[str, Any]:
         """Weights (the trained ones: all, or the LoRA adapters and the head) and optimizer
-        state; a collective under FSDP, as the policy's."""
-        return {"model": full_state(self.model),
+        state, for a checkpoint written at once (a whole model's tensors are its own, not
+        copies); a collective under FSDP, as the policy's."""
+        return {"model": full_state(self.model, clone=False),
                 "optimizer": optimizer_state(self.model, self.optimizer)}
 
     def load(self, state: dict[str, Any]) -> None:

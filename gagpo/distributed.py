@@ -201,7 +201,11 @@ def full_state(model: Any, trainable_only: bool = True, clone: bool = True
 
         state = get_model_state_dict(
             model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
-        return {n: t.detach().clone() for n, t in state.items() if n in names}
+        # cpu_offload gathers each tensor into a new CPU tensor already (except, perhaps, on
+        # one CPU rank, where it may be the parameter itself): a snapshot clones, a write that
+        # reads at once does not.
+        return {n: (t.detach().clone() if clone else t.detach())
+                for n, t in state.items() if n in names}
     return {n: (p.detach().cpu().clone() if clone else p.detach().cpu())
             for n, p in model.named_parameters() if n in names}
 
@@ -254,7 +258,7 @@ def load_optimizer_state(model: Any, optimizer: torch.optim.Optimizer,
 def save_pretrained(model: Any, tokenizer: Any, folder: Path, rank: int) -> None:
     """Write the final model the way transformers reads it (rank 0 writes; a collective under
     FSDP)."""
-    state = full_state(model, trainable_only=False) if is_sharded(model) else None
+    state = full_state(model, trainable_only=False, clone=False) if is_sharded(model) else None
     if rank == 0:
         model.save_pretrained(folder, **({"state_dict": state} if state is not None else {}))
         tokenizer.save_pretrained(folder)
