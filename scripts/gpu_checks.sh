@@ -9,7 +9,11 @@
 # wheel is installed, else the tiny model), then two training iterations with --generation vllm,
 # and the real-model run's stages at GPU scale (SmolLM2: warm start, GAGPO, 50 held-out goals;
 # then ALFWorld's warm start, GAGPO and valid_unseen games);
-# 6. rollout throughput of a randomly initialised Qwen2.5-1.5B-shaped model (tokens/s, memory).
+# 6. rollout throughput of a randomly initialised Qwen2.5-1.5B-shaped model (tokens/s, memory);
+# 7. last, GiGPO and GRPO from the same warm start as GAGPO, each evaluated on the same goals
+# (the estimators compared with a real language model; a few minutes more).
+# ONLY="name ..." runs the named checks alone (e.g. ONLY="real_model_gpu real_model_gpu_estimators"
+# to spend a device's time on the real-model comparison).
 # A GPU machine without internet: first `bash scripts/device_wheels.sh` here, carry .whl/;
 # this script installs them into /tmp/site when it finds them.
 set -uo pipefail
@@ -26,6 +30,7 @@ mkdir -p "$OUT"
 status=0
 run() {  # name, command...: run a check, keep its log, never stop the script
   local name=$1; shift
+  if [ -n "${ONLY:-}" ] && [[ " $ONLY " != *" $name "* ]]; then return 0; fi
   local start=$SECONDS
   if timeout "${T:-240}" "$@" >"$OUT/$name.log" 2>&1; then
     echo "PASS $name ($((SECONDS - start)) s)"
@@ -88,6 +93,10 @@ if "$PY" -c "import vllm; print('vllm', vllm.__version__)" 2>/dev/null; then
     # ALFWorld-v0's: warm start on the expert's training games, GAGPO, valid_unseen games.
     T=360 run real_model_gpu_alfworld "$PY" -m benchmarks.real_model --gpu --iterations 2 \
         --stages alfworld_warm_start,alfworld_warm_eval,alfworld_gagpo,alfworld_gagpo_eval \
+        --work "$OUT/real_model" --out "$OUT/real_model_results"
+    # GiGPO and GRPO from the same warm start, seed and budget, on the same 50 goals.
+    T=480 run real_model_gpu_estimators "$PY" -m benchmarks.real_model --gpu --goals 50 \
+        --iterations 2 --bc-episodes 32 --stages warm_start,gigpo,gigpo_eval,grpo,grpo_eval \
         --work "$OUT/real_model" --out "$OUT/real_model_results"
     [ -f "$OUT/real_model_results/table.md" ] && cat "$OUT/real_model_results/table.md" \
         "$OUT/real_model_results/stages.json"
