@@ -58,6 +58,8 @@ MAX_NEW_TOKENS = 96
 EVAL_TEMPERATURE = 0.4
 SEED = 0
 ESTIMATORS = ("gagpo", "gigpo", "grpo")
+ESTIMATOR_NAMES = {"gagpo": "GAGPO", "gigpo": "GiGPO", "grpo": "GRPO"}
+"""How the tables and plots write each ``--algo``."""
 ROLLOUT_BATCH_TOKENS = 8192
 """Cache positions per generation pass: 7 rows of 1,000-token prompts instead of 16, a decoding
 cache of 0.35 GB instead of 0.8 for SmolLM2-135M (float32 keys and values, 46 kB a position)."""
@@ -277,7 +279,8 @@ def rows(run: EnvRun) -> list[tuple[str, str]]:
     return [*((BASELINE_LABELS[b], f"{p}eval_{b}") for b in run.baselines),
             ("SmolLM2, untrained", f"{p}eval_untrained"),
             ("SmolLM2, warm start", f"{p}eval_warm_start"),
-            *((f"SmolLM2, warm start + {a.upper()}", f"{p}eval_{a}") for a in run.estimators)]
+            *((f"SmolLM2, warm start + {ESTIMATOR_NAMES[a]}", f"{p}eval_{a}")
+              for a in run.estimators)]
 
 
 def table(work: Path, run: EnvRun = WEBSHOP) -> str:
@@ -333,7 +336,7 @@ def curves(work: Path, png: Path, run: EnvRun = WEBSHOP) -> bool:
         for algo, logged in runs.items():
             points = [(r["iteration"], r[key]) for r in logged if key in r]
             if points:
-                ax.plot(*zip(*points, strict=True), marker="o", label=algo.upper())
+                ax.plot(*zip(*points, strict=True), marker="o", label=ESTIMATOR_NAMES[algo])
         ax.set_title(title)
         ax.set_xlabel("iteration")
     axes[0].legend()

@@ -85,3 +85,6 @@ def test_report_reads_finished_evaluations_only(tmp_path):
     assert rule == ("| rule baseline | 200 | 100.0 [99.0, 100.0] | 100.0 [99.0, 100.0] | "
                     "14.0 [10.0, 19.0] | 54.0 [50.0, 58.0] | 3.00 | 0.1 |")
     assert sum("not run yet" in line for line in lines) == 6
+    # each estimator's row names it as its paper does, GiGPO included
+    pending = [line.split(" | ")[0] for line in lines if "not run yet" in line]
+    assert "| SmolLM2, warm start + GiGPO" in pending and "| SmolLM2, warm start + GRPO" in pending
