@@ -7,6 +7,8 @@ import argparse
 import os
 import sys
 
+from gagpo.common.flags import json_object
+
 
 def _serve(args: argparse.Namespace) -> int:
     from gagpo.servers.webshop.web.serve import main as serve_webshop
@@ -73,7 +75,7 @@ def _eval(args: argparse.Namespace) -> int:
         batch_tokens=args.batch_tokens,
         backend=args.backend, env_kwargs=env_kwargs, out=args.out,
         history_length=args.history_length, max_prompt_tokens=args.max_prompt_tokens,
-        bf16=args.bf16,
+        bf16=args.bf16, engine_kwargs=args.vllm_kwargs,
     )
     return 0
 
@@ -143,6 +145,10 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--bf16", choices=["auto", "on", "off"], default="auto",
                     help="model policies: bf16 autocast (auto: CUDA with bf16, CPUs with AMX "
                          "or AVX512-BF16, for models of 50M+ parameters)")
+    ev.add_argument("--vllm-kwargs", type=json_object, default=None, metavar="JSON",
+                    help="a vllm: policy's further vllm.LLM arguments (a JSON object), e.g. "
+                         "'{\"enforce_eager\": true}' (no graph compilation: the engine starts "
+                         "in seconds rather than minutes on a CPU)")
     ev.add_argument("--seed", type=int, default=0)
     ev.add_argument("--env-arg", action="append", metavar="KEY=VALUE",
                     help="extra gymnasium.make() argument (repeatable), e.g. goals=synthetic")

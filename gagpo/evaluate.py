@@ -169,6 +169,7 @@ def evaluate(
     history_length: int = 2,
     max_prompt_tokens: int | None = None,
     bf16: str = "auto",
+    engine_kwargs: dict[str, Any] | None = None,
     progress: bool = True,
 ) -> dict[str, Any]:
     """Evaluate a policy on the first ``episodes`` tasks of ``split``, ``batch`` at a time.
@@ -178,7 +179,8 @@ def evaluate(
     ``--rollout-batch-tokens`` does), stops each reply at
     its ``</action>`` (as the trainer's policy does), and runs under bf16 autocast as ``bf16``
     says (:func:`~gagpo.agents.models.bf16_autocast`). ``max_prompt_tokens`` caps its
-    prompts as the trainer's ``--max-prompt-tokens`` does.
+    prompts as the trainer's ``--max-prompt-tokens`` does. ``engine_kwargs`` go to a
+    ``vllm:`` policy's engine (``vllm.LLM``), e.g. ``{"enforce_eager": True}``.
 
     Raises:
         ValueError: an unknown env, a count out of range, or a policy spec that cannot work.
@@ -205,8 +207,11 @@ def evaluate(
     if batch_tokens is not None and not model_backed:
         raise ValueError("--batch-tokens bounds a transformers model's passes: "
                          f"{policy_spec.name!r} runs none here")
-    policy = build_policy(policy_spec, **({"batch_size": batch, "batch_tokens": batch_tokens}
-                                          if model_backed else {}))
+    if engine_kwargs and not policy_spec.name.startswith("vllm:"):
+        raise ValueError("--vllm-kwargs configure a vllm: policy's engine: "
+                         f"{policy_spec.name!r} is not one")
+    options = {"batch_size": batch, "batch_tokens": batch_tokens} if model_backed else {}
+    policy = build_policy(policy_spec, **options, **(engine_kwargs or {}))
     env_kwargs = env_kwargs_for(policy, env_kwargs)
     with probe(env_id, **env_kwargs) as env:  # what the env declares, read once
         tasks = list(env.split_tasks(None))[:episodes]

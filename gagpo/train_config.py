@@ -34,6 +34,7 @@ from gagpo.advantages import (
     PENALTY_TARGETS,
 )
 from gagpo.agents.policies.base import MODES
+from gagpo.common.flags import json_object
 from gagpo.common.numbers import check_number
 from gagpo.distributed import PARALLEL_MODES
 from gagpo.envs.vector import BACKENDS
@@ -291,18 +292,6 @@ def load_config_file(path: str | Path) -> dict[str, Any]:
     return values
 
 
-def _json_object(text: str) -> dict[str, Any]:
-    """A flag's JSON object (``--env-kwargs '{"observation_mode": "text_rich"}'``)."""
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise argparse.ArgumentTypeError(f"not JSON ({e}): {text!r}") from e
-    if not isinstance(value, dict):
-        raise argparse.ArgumentTypeError(f"not a JSON object ({{\"key\": value, ...}}): "
-                                         f"{text!r}")
-    return value
-
-
 def _parse_optional(kind: type):
     def parse(text: str):
         return None if text.lower() in ("none", "null") else kind(text)
@@ -323,7 +312,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         if t == "bool":
             kw["action"] = argparse.BooleanOptionalAction
         elif t == "dict":
-            kw["type"] = _json_object
+            kw["type"] = json_object
         elif "int" in t:
             kw["type"] = _parse_optional(int) if "None" in t else int
         elif "float" in t:

@@ -268,8 +268,11 @@ def test_gagpo_eval_with_a_vllm_policy(tmp_path):
 
     bad = gagpo_eval("--mode", "score", "--episodes", "1")
     assert bad.returncode == 2 and "needs --mode generate" in bad.stderr
+    # enforce_eager: no graph compilation (on a 2-core AVX2 CPU it took the engine's start
+    # from seconds to 394 s).
     run = gagpo_eval("--split", "test", "--episodes", "2", "--batch", "2", "--max-new-tokens",
-                     "16", "--env-arg", "max_episode_steps=2", "--out", str(tmp_path))
+                     "16", "--env-arg", "max_episode_steps=2", "--out", str(tmp_path),
+                     "--vllm-kwargs", '{"enforce_eager": true}')
     assert run.returncode == 0, run.stderr[-3000:]
     assert "success % [95% CI]" in run.stdout
     assert json.loads((tmp_path / "summary.json").read_text())["episodes"] == 2

@@ -133,6 +133,8 @@ def test_a_config_file_gets_the_same_checks_as_the_flags(tmp_path, capsys):
     (["--batch-tokens", "0"], "batch_tokens must be >= 1, not 0"),
     (["--policy", "rule", "--batch-tokens", "4096"],
      "--batch-tokens bounds a transformers model's passes: 'rule' runs none here"),
+    (["--policy", "rule", "--vllm-kwargs", '{"enforce_eager": true}'],
+     "--vllm-kwargs configure a vllm: policy's engine: 'rule' is not one"),
 ])
 def test_eval_refuses_bad_settings_with_the_reason(capsys, flags, message):
     """Each of these once ran anyway (``--episodes -1`` played all but the last task) or ended
@@ -167,3 +169,7 @@ def test_json_flags_must_be_json_objects(tmp_path, capsys, value, message):
         main(["train", "--env-kwargs", value, "--out-dir", str(tmp_path)])
     assert e.value.code == 2
     assert f"argument --env-kwargs: {message}" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as e:
+        main(["eval", "--env", "WebShop-v0", "--policy", "vllm:tiny", "--vllm-kwargs", value])
+    assert e.value.code == 2
+    assert f"argument --vllm-kwargs: {message}" in capsys.readouterr().err

@@ -36,6 +36,25 @@ def test_server_specs_are_checked_before_anything_starts():
     assert not served.needs_expert_action
 
 
+def test_a_vllm_engine_stops_at_the_action_as_the_transformers_policy_does(monkeypatch):
+    """``gagpo eval --policy vllm:...`` once sampled past ``</action>`` to the token limit (the
+    trainer's engine stopped there): its replies cost more and read no differently. The engine
+    itself is vLLM's (tests/test_agents_vllm.py); here, what the factory hands it."""
+    import gagpo.agents.policies.vllm as vllm_policy
+
+    made: list[tuple[str, dict]] = []
+    monkeypatch.setattr(vllm_policy, "VLLMPolicy",
+                        lambda model, tokenizer, **kw: made.append((model, kw)) or "engine")
+    spec = PolicySpec("vllm:some/model", temperature=0.4, max_new_tokens=12, seed=3)
+    assert build_policy(spec, enforce_eager=True) == "engine"
+    assert build_policy(spec, stop=("\n",)) == "engine"
+    (model, first), (_, second) = made
+    assert model == "some/model"
+    assert first == {"stop": ("</action>",), "enforce_eager": True, "temperature": 0.4,
+                     "top_p": 1.0, "max_new_tokens": 12, "seed": 3}
+    assert second["stop"] == ("\n",)  # a caller's own stop strings win
+
+
 def test_a_model_spec_loads_it_or_takes_the_trainers_model_and_options():
     from gagpo.agents.policies.hf import TransformersPolicy
 

@@ -101,11 +101,14 @@ def build_policy(spec: PolicySpec, *, model: Any = None, tokenizer: Any = None,
             spec.name.removeprefix("openai:"), spec.server_model, temperature=spec.temperature,
             top_p=spec.top_p, max_tokens=spec.max_new_tokens, **options,
         )
+    # A ReAct reply is over at its action: what follows is never read, so a model (ours, or a
+    # vLLM engine's) stops there.
     if spec.name.startswith("vllm:"):
         from gagpo.agents.policies.vllm import VLLMPolicy
 
         if spec.mode != "generate":
             raise ValueError("a vllm: policy generates replies: it needs --mode generate")
+        options.setdefault("stop", ("</action>",))
         return VLLMPolicy(spec.name.removeprefix("vllm:"), tokenizer,
                           temperature=spec.temperature, top_p=spec.top_p,
                           max_new_tokens=spec.max_new_tokens, seed=spec.seed, **options)
@@ -115,7 +118,6 @@ def build_policy(spec: PolicySpec, *, model: Any = None, tokenizer: Any = None,
         from gagpo.agents.models import load_model
 
         model, tokenizer = load_model(spec.name)
-    # A ReAct reply is over at its action: what follows is never read.
     options.setdefault("stop", ("</action>",))
     return TransformersPolicy(
         model, tokenizer, mode=spec.mode, temperature=spec.temperature, top_p=spec.top_p,
