@@ -135,6 +135,9 @@ def test_a_config_file_gets_the_same_checks_as_the_flags(tmp_path, capsys):
      "--batch-tokens bounds a transformers model's passes: 'rule' runs none here"),
     (["--policy", "rule", "--vllm-kwargs", '{"enforce_eager": true}'],
      "--vllm-kwargs configure a vllm: policy's engine: 'rule' is not one"),
+    (["--policy", "vllm:tiny", "--vllm-kwargs", '{"seed": 1, "temperature": 0}'],
+     "engine arguments ['seed', 'temperature'] are the policy's own settings: set them with "
+     "their flags"),
 ])
 def test_eval_refuses_bad_settings_with_the_reason(capsys, flags, message):
     """Each of these once ran anyway (``--episodes -1`` played all but the last task) or ended

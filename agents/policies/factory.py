@@ -59,6 +59,8 @@ def env_kwargs_for(policy: Policy, env_kwargs: dict[str, Any]) -> dict[str, Any]
 
 
 SCRIPTED = ("expert", "rule", "rule_options", "random")
+SAMPLING = {"temperature", "top_p", "max_new_tokens", "seed"}
+"""What a spec sets for a vLLM engine, which its further arguments may not set again."""
 
 
 def runs_transformers(spec: PolicySpec) -> bool:
@@ -78,7 +80,7 @@ def build_policy(spec: PolicySpec, *, model: Any = None, tokenizer: Any = None,
 
     Raises:
         ValueError: an ``openai:`` spec without ``server_model``, or a ``vllm:`` spec not in
-            generate mode.
+            generate mode or given options that its spec sets (:data:`SAMPLING`).
     """
     if spec.name == "expert":
         from gagpo.agents.policies.scripted import ExpertPolicy
@@ -109,6 +111,11 @@ def build_policy(spec: PolicySpec, *, model: Any = None, tokenizer: Any = None,
         if spec.mode != "generate":
             raise ValueError("a vllm: policy generates replies: it needs --mode generate")
         options.setdefault("stop", ("</action>",))
+        taken = sorted(SAMPLING & options.keys())
+        if taken:
+            raise ValueError(f"engine arguments {taken} are the policy's own settings: set "
+                             "them with their flags (--temperature, --top-p, "
+                             "--max-new-tokens, --seed)")
         return VLLMPolicy(spec.name.removeprefix("vllm:"), tokenizer,
                           temperature=spec.temperature, top_p=spec.top_p,
                           max_new_tokens=spec.max_new_tokens, seed=spec.seed, **options)
