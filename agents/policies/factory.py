@@ -105,12 +105,12 @@ def build_policy(spec: PolicySpec, *, model: Any = None, tokenizer: Any = None,
         )
     # A ReAct reply is over at its action: what follows is never read, so a model (ours, or a
     # vLLM engine's) stops there.
+    options.setdefault("stop", ("</action>",))
     if spec.name.startswith("vllm:"):
         from gagpo.agents.policies.vllm import VLLMPolicy
 
         if spec.mode != "generate":
             raise ValueError("a vllm: policy generates replies: it needs --mode generate")
-        options.setdefault("stop", ("</action>",))
         taken = sorted(SAMPLING & options.keys())
         if taken:
             raise ValueError(f"engine arguments {taken} are the policy's own settings: set "
@@ -125,7 +125,6 @@ def build_policy(spec: PolicySpec, *, model: Any = None, tokenizer: Any = None,
         from gagpo.agents.models import load_model
 
         model, tokenizer = load_model(spec.name)
-    options.setdefault("stop", ("</action>",))
     return TransformersPolicy(
         model, tokenizer, mode=spec.mode, temperature=spec.temperature, top_p=spec.top_p,
         max_new_tokens=spec.max_new_tokens, seed=spec.seed, **options,
