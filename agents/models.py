@@ -290,7 +290,8 @@ def bf16_autocast(setting: str, model: Any, device: torch.device | str) -> torch
 
     ``auto`` is bf16 on a CUDA device that supports it, and on a CPU with native bf16 products
     (:data:`BF16_CPU_FLAGS`) for models of 50M+ parameters (smaller ones gain nothing, and
-    their tests compare float32 figures).
+    their tests compare float32 figures). ``model`` None is a model this process does not hold
+    (a vLLM engine's): the hardware alone decides.
     """
     if setting not in ("auto", "on", "off"):
         raise ValueError(f"bf16 must be auto, on or off, not {setting!r}")
@@ -299,7 +300,7 @@ def bf16_autocast(setting: str, model: Any, device: torch.device | str) -> torch
     device = torch.device(device)
     if device.type == "cuda":
         return torch.bfloat16 if torch.cuda.is_bf16_supported() else None
-    if not is_large(model):
+    if model is not None and not is_large(model):
         return None
     try:
         flags = Path("/proc/cpuinfo").read_text().split()

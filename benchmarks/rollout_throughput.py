@@ -1,10 +1,11 @@
-"""One training iteration's rollouts with a transformers model, the path as it was against the
-trainer's path now, side by side in one run on the same prompts.
+"""One training iteration's rollouts: the transformers path as it was against the trainer's
+paths now (transformers, and a vLLM engine where installed), side by side in one run on the same
+prompts.
 
 The rollout plays ``--tasks`` WebShop-v0 tasks x ``--copies`` copies in generate mode, as the
 trainer does (stop at ``</action>``, the recipe's ``max_new_tokens`` of 512, history 2,
-temperature 1). Every batch of requests the rollout makes is answered twice, by two policies on
-one model with one seed:
+temperature 1). Every batch of requests the rollout makes is answered by each side, on one model
+with one seed:
 
 * today: the path before this benchmark's work: float32, ``batch_size = max(8, copies)``, every
   prompt prefilled for itself in request order (``share_prefill=False``), transformers' own
@@ -15,8 +16,15 @@ one model with one seed:
   (``share_prefill``), a cache with room reserved for the reply and float32 attention for the
   decoded token (``fast_decode``; :mod:`gagpo.agents.policies.kv_cache`).
 
-The fast side's replies drive the envs, so both sides answer exactly the same prompts; which
-side goes first rotates from batch to batch, so that load on a shared machine lands on both.
+* vllm (``--sides fast,vllm`` or ``--vllm``; vLLM installed): a vLLM engine in this process
+  with prefix caching, in the fast side's precision, every request of a call at once; its
+  prompt tokens served from the prefix cache come from the engine's own counters.
+
+``--sides`` picks the sides besides today's (every ratio is against today's). The fast side's
+replies drive the envs (vLLM's without a fast side), so every side answers exactly the same
+prompts; which side goes first rotates from batch to batch, so that load on a shared machine
+lands on all of them. In one process, all sides share one pool of torch threads: vLLM's CPU
+build binds them to the cores ``OMP_NUM_THREADS`` allows.
 Their replies differ (different draws from the same distributions), hence their new-token counts
 too: the ratio per new token is printed beside the wall-time ratio. Afterwards, up to 16 of
 each side's replies are scored as the trainer scores them (``gagpo.losses.reply_logprobs``: one
@@ -32,7 +40,8 @@ memory sampled every 20 ms while each side runs (model included). The ceiling fo
 saving is today's wall time over today's decode time.
 
     python -m benchmarks.rollout_throughput [--tasks 8] [--copies 8] [--max-new-tokens 512]
-        [--max-steps N] [--max-prompt-tokens N] [--model smollm2-135m] [--out DIR]
+        [--max-steps N] [--max-prompt-tokens N] [--model smollm2-135m] [--sides fast,vllm]
+        [--vllm-kwargs JSON] [--out DIR]
 
 A quick check: ``--tasks 2 --copies 4 --max-new-tokens 32``. ``--model RUN/final`` measures a
 warm-started model (``benchmarks/real_model.py``), whose replies are well formed and whose
@@ -58,6 +67,7 @@ from benchmarks.record import command_line, recorded
 from gagpo.agents.policies.base import Reply, Request
 from gagpo.agents.react import ReActAgent
 from gagpo.agents.rollout import rollout
+from gagpo.common.flags import json_object
 from gagpo.envs.vector import GroupVectorEnv
 
 ENV = "WebShop-v0"
@@ -123,29 +133,29 @@ class Side:
 
 @dataclass
 class SideBySide:
-    """A policy for :func:`rollout` that has both sides answer every batch and returns the
-    fast side's replies."""
+    """A policy for :func:`rollout` that has every side answer every batch and returns the
+    replies of the side named ``drives``."""
 
-    today: Side
-    fast: Side
-    others: list[Side] = field(default_factory=list)
-    """More sides answering the same requests (vLLM's)."""
+    sides: list[Side]
+    drives: str
+    """The side whose replies go to the envs: the fastest of those measured."""
     device: str = "cpu"
     """The device type the transformers sides run on (their autocast's)."""
     prompt_lengths: list[int] = field(default_factory=list)
     batch_sizes: list[int] = field(default_factory=list)
     trie_tokens: int = 0
 
+    def side(self, name: str) -> Side | None:
+        return next((s for s in self.sides if s.name == name), None)
+
     def act(self, requests: list[Request]) -> list[Reply]:
-        for r in requests:  # build the prompts before either clock starts
+        for r in requests:  # build the prompts before any clock starts
             r.messages  # noqa: B018
         import torch
 
-        sides = [self.today, self.fast, *self.others]
-        turn = len(self.batch_sizes) % len(sides)
-        sides = sides[turn:] + sides[:turn]  # who goes first rotates
+        turn = len(self.batch_sizes) % len(self.sides)
         replies: dict[str, list[Reply]] = {}
-        for side in sides:
+        for side in self.sides[turn:] + self.sides[:turn]:  # who goes first rotates
             if self.device == "cuda":
                 torch.cuda.reset_peak_memory_stats()
             with PeakRSS() as rss, torch.no_grad(), \
@@ -159,11 +169,31 @@ class SideBySide:
                 side.peak_gpu = max(side.peak_gpu, torch.cuda.max_memory_allocated())
             side.replies += replies[side.name][:16 - len(side.replies)]
             side.new_tokens += sum(len(r.token_ids) for r in replies[side.name])
-        out = replies[self.fast.name]
+        out = replies[self.drives]
         self.prompt_lengths += [len(r.prompt_token_ids or []) for r in out]
         self.trie_tokens += trie_tokens([r.prompt_token_ids or [] for r in out])
         self.batch_sizes.append(len(requests))
         return out
+
+
+class PrefixCacheCounts:
+    """A vLLM engine's prompt tokens and prefix-cache hits (its Prometheus counters; the engine
+    is built with ``disable_log_stats=False``), counted from when this object is made."""
+
+    def __init__(self, llm: Any) -> None:
+        self.llm = llm
+        self.start = self._read()
+
+    def _read(self) -> tuple[int, int]:
+        counts = {m.name: m.value for m in self.llm.get_metrics()
+                  if m.name in ("vllm:prompt_tokens", "vllm:prefix_cache_hits")}
+        return (int(counts.get("vllm:prompt_tokens", 0)),
+                int(counts.get("vllm:prefix_cache_hits", 0)))
+
+    def since(self) -> tuple[int, int]:
+        """(prompt tokens, of them served from the prefix cache) since this object was made."""
+        now = self._read()
+        return now[0] - self.start[0], now[1] - self.start[1]
 
 
 SHAPES = {
@@ -245,12 +275,13 @@ def measure(args: argparse.Namespace) -> dict[str, float] | None:
     kwargs = dict(temperature=args.temperature, max_new_tokens=args.max_new_tokens,
                   seed=args.seed, stop=("</action>",))
     today_batch, fast_batch = max(8, args.copies), max(POLICY_BATCH, args.copies)
-    bench = SideBySide(
-        Side("today", TransformersPolicy(model, tok, share_prefill=False, fast_decode=False,
-                                         batch_size=today_batch, **kwargs)),
-        Side("fast", TransformersPolicy(model, tok, batch_size=fast_batch, **kwargs), amp=amp),
-        device=device)
-    if args.vllm:  # built before the first environment (vLLM's CPU build: see its policy)
+    sides: list[Side] = [Side("today", TransformersPolicy(
+        model, tok, share_prefill=False, fast_decode=False, batch_size=today_batch, **kwargs))]
+    if "fast" in args.sides:
+        sides.append(Side("fast", TransformersPolicy(model, tok, batch_size=fast_batch, **kwargs),
+                          amp=amp))
+    cache_counts = None
+    if "vllm" in args.sides:  # built before the first environment (see the vLLM policy)
         from gagpo.agents.policies.vllm import VLLMPolicy
 
         folder = args.model
@@ -258,12 +289,16 @@ def measure(args: argparse.Namespace) -> dict[str, float] | None:
             folder = tempfile.mkdtemp(prefix="rollout-throughput-")
             model.save_pretrained(folder)
             tok.save_pretrained(folder)
-        engine = VLLMPolicy(folder, tok, dtype="bf16" if amp else "float32",
-                            enable_prefix_caching=True, max_model_len=2048, **kwargs)
+        engine = VLLMPolicy(folder, tok, dtype=amp or torch.float32,
+                            enable_prefix_caching=True, max_model_len=2048,
+                            disable_log_stats=False, **{**kwargs, **args.vllm_kwargs})
         engine.act([Request([{"role": "user", "content": "Hello"}])] * 2)  # warm up
-        bench.others.append(Side("vllm", engine, amp=amp))  # amp: its log-prob check's
+        cache_counts = PrefixCacheCounts(engine.llm)
+        sides.append(Side("vllm", engine, amp=amp))  # amp: its log-prob check's
+    bench = SideBySide(sides, drives="fast" if "fast" in args.sides else "vllm", device=device)
+    transformers_sides = [side for side in sides if side.name != "vllm"]
     # Warm up (first passes allocate): a short prompt through each side, off the books.
-    for side in (bench.today, bench.fast):
+    for side in transformers_sides:
         warm = TransformersPolicy(model, tok, share_prefill=side.policy.share_prefill,
                                   fast_decode=side.policy.fast_decode,
                                   **{**kwargs, "max_new_tokens": 4})
@@ -286,9 +321,13 @@ def measure(args: argparse.Namespace) -> dict[str, float] | None:
           f"{args.history}{budget}, temperature {args.temperature:g}, max_new_tokens "
           f"{args.max_new_tokens}, {torch_threads} torch thread(s); model loaded in "
           f"{loaded:.1f} s")
-    print(f"today: float32, policy batch {today_batch}, no shared prefill, DynamicCache; "
-          f"fast: {'bf16 autocast' if amp else 'float32 (--bf16 auto is off here)'}, policy batch "
-          f"{fast_batch}, shared prefill, reserved cache")
+    described = {"today": f"float32, policy batch {today_batch}, no shared prefill, DynamicCache",
+                 "fast": f"{'bf16 autocast' if amp else 'float32 (--bf16 auto is off here)'}, "
+                         f"policy batch {fast_batch}, shared prefill, reserved cache",
+                 "vllm": f"vLLM {'bf16' if amp else 'float32'}, prefix caching, every request "
+                         f"of a call at once"}
+    print("; ".join(f"{side.name}: {described[side.name]}" for side in sides)
+          + f"; the {bench.drives} side's replies drive the envs")
     lengths = bench.prompt_lengths
     episodes = table.episodes()
     print(f"rollout: {len(table)} steps in {len(bench.batch_sizes)} policy calls, episodes "
@@ -302,7 +341,20 @@ def measure(args: argparse.Namespace) -> dict[str, float] | None:
           f"{'shared':>7} {'prefilled tok':>13} {'padded tok':>10} {'prompt tok/s':>12} "
           f"{'new tok':>8} {'new tok/s':>9} {'peak RSS':>9}")
     figures: dict[str, float] = {}
-    for side in (bench.today, bench.fast):
+    for side in sides:
+        figures[f"{side.name}_wall"] = side.wall
+        figures[f"{side.name}_new_tokens"] = side.new_tokens
+        figures[f"{side.name}_peak_rss_gb"] = side.peak_rss / 2**30
+        if side.name == "vllm":  # no prefill/decode split; prompt tokens from its counters
+            prompt_tokens, hits = cache_counts.since()
+            figures.update(vllm_prompt_tokens=prompt_tokens, vllm_cached_share=hits
+                           / max(prompt_tokens, 1))
+            print(f"{side.name:<6} {side.wall:>8.1f} {'':>9} {'':>8} {'':>8} "
+                  f"{100 * hits / max(prompt_tokens, 1):>6.1f}% {prompt_tokens - hits:>13} "
+                  f"{'':>10} {'':>12} {side.new_tokens:>8} "
+                  f"{side.new_tokens / max(side.wall, 1e-9):>9.1f} "
+                  f"{side.peak_rss / 2**30:>7.2f} GB")
+            continue
         s = side.policy.stats
         print(f"{side.name:<6} {side.wall:>8.1f} {s.prefill_seconds:>9.1f} "
               f"{s.decode_seconds:>8.1f} {s.prefills:>8} "
@@ -310,50 +362,68 @@ def measure(args: argparse.Namespace) -> dict[str, float] | None:
               f"{s.padded_tokens:>10} "
               f"{s.prompt_tokens / max(s.prefill_seconds, 1e-9):>12.1f} {s.new_tokens:>8} "
               f"{s.new_tokens / max(side.wall, 1e-9):>9.1f} {side.peak_rss / 2**30:>7.2f} GB")
-        figures[f"{side.name}_wall"] = side.wall
-        figures[f"{side.name}_new_tokens"] = s.new_tokens
-        figures[f"{side.name}_peak_rss_gb"] = side.peak_rss / 2**30
-    for side in bench.others:  # no prefill/decode split: wall time and new tokens only
-        print(f"{side.name:<6} {side.wall:>8.1f} {'':>9} {'':>8} {'':>8} {'':>7} {'':>13} "
-              f"{'':>10} {'':>12} {side.new_tokens:>8} "
-              f"{side.new_tokens / max(side.wall, 1e-9):>9.1f} {side.peak_rss / 2**30:>7.2f} GB")
-        figures[f"{side.name}_wall"] = side.wall
-        figures[f"{side.name}_ratio"] = bench.today.wall / max(side.wall, 1e-9)
+    if cache_counts is not None:
+        print("(peak RSS is the one process's: with a vLLM side it includes vLLM's weights and KV "
+              "cache on every side)")
     if device == "cuda":
         print("peak GPU memory allocated by torch: " + ", ".join(
-            f"{side.name} {side.peak_gpu / 2**30:.2f} GB" for side in (bench.today, bench.fast)))
-    today, fast = bench.today.policy.stats, bench.fast.policy.stats
-    ratio = bench.today.wall / max(bench.fast.wall, 1e-9)
-    per_token = ((bench.today.wall / max(today.new_tokens, 1))
-                 / (bench.fast.wall / max(fast.new_tokens, 1)))
+            f"{side.name} {side.peak_gpu / 2**30:.2f} GB" for side in transformers_sides))
     print()
-    print(f"prompts answered: {fast.prompts} ({fast.prompt_tokens} prompt tokens); served "
-          f"from a shared prefill: {fast.shared_prompts} "
-          f"({100 * fast.shared_prompts / max(fast.prompts, 1):.1f}%); prefills "
-          f"{today.prefills} -> {fast.prefills}, prefilled tokens {today.prefill_tokens} -> "
-          f"{fast.prefill_tokens} ({today.prefill_tokens / max(fast.prefill_tokens, 1):.2f}x "
-          f"fewer); positions computed {today.padded_tokens} -> {fast.padded_tokens}")
+    today = bench.side("today")
+    fast = bench.side("fast")
+    if fast is not None:
+        t, f = today.policy.stats, fast.policy.stats
+        figures["shared_share"] = f.shared_prompts / max(f.prompts, 1)
+        print(f"prompts answered: {f.prompts} ({f.prompt_tokens} prompt tokens); served "
+              f"from a shared prefill: {f.shared_prompts} "
+              f"({100 * figures['shared_share']:.1f}%); prefills "
+              f"{t.prefills} -> {f.prefills}, prefilled tokens {t.prefill_tokens} -> "
+              f"{f.prefill_tokens} ({t.prefill_tokens / max(f.prefill_tokens, 1):.2f}x "
+              f"fewer); positions computed {t.padded_tokens} -> {f.padded_tokens}")
+    if cache_counts is not None:
+        prompt_tokens, hits = cache_counts.since()
+        print(f"vllm: {prompt_tokens} prompt tokens, {hits} of them "
+              f"({100 * figures['vllm_cached_share']:.1f}%) served from its prefix cache; "
+              f"{prompt_tokens - hits} prefilled")
     print(f"a prefix cache over each call's prompts (shared prefixes, not only identical "
           f"prompts) would prefill {bench.trie_tokens} tokens "
-          f"({today.prefill_tokens / max(bench.trie_tokens, 1):.2f}x fewer than today)")
-    print(f"where the time went: today prefill "
-          f"{100 * today.prefill_seconds / bench.today.wall:.0f}% / decode "
-          f"{100 * today.decode_seconds / bench.today.wall:.0f}%, fast prefill "
-          f"{100 * fast.prefill_seconds / bench.fast.wall:.0f}% / decode "
-          f"{100 * fast.decode_seconds / bench.fast.wall:.0f}% of each side's wall time")
-    for side in (bench.today, bench.fast, *bench.others):
+          f"({today.policy.stats.prefill_tokens / max(bench.trie_tokens, 1):.2f}x fewer than "
+          f"today)")
+    print("where the time went: " + ", ".join(
+        f"{side.name} prefill {100 * side.policy.stats.prefill_seconds / side.wall:.0f}% / "
+        f"decode {100 * side.policy.stats.decode_seconds / side.wall:.0f}%"
+        for side in transformers_sides) + " of each side's wall time")
+    for side in sides:
         mean_gap, max_gap = logprob_gaps(model, side, tok.pad_token_id)
         print(f"{side.name}: recorded log-probs vs one forward pass "
               f"({'bf16 autocast' if side.amp else 'float32'}) over {len(side.replies)} "
               f"replies: mean |gap| {mean_gap:.2e}, max {max_gap:.2e}")
         figures[f"{side.name}_logprob_gap_max"] = max_gap
-    print(f"speed-up (today / fast): {ratio:.2f}x in wall time, {per_token:.2f}x per new token")
-    for side in bench.others:
-        print(f"speed-up (today / {side.name}): {figures[side.name + '_ratio']:.2f}x in wall "
-              f"time")
-    figures.update(ratio=ratio, ratio_per_new_token=per_token, trie_tokens=bench.trie_tokens,
-                   shared_share=fast.shared_prompts / max(fast.prompts, 1))
+    for side in sides[1:]:
+        ratio = today.wall / max(side.wall, 1e-9)
+        per_token = ((today.wall / max(today.new_tokens, 1))
+                     / (side.wall / max(side.new_tokens, 1)))
+        figures[f"{side.name}_ratio"] = ratio
+        figures[f"{side.name}_ratio_per_new_token"] = per_token
+        print(f"speed-up (today / {side.name}): {ratio:.2f}x in wall time, {per_token:.2f}x per "
+              f"new token")
+    if fast is not None:
+        figures.update(ratio=figures["fast_ratio"],
+                       ratio_per_new_token=figures["fast_ratio_per_new_token"])
+    figures["trie_tokens"] = bench.trie_tokens
     return figures
+
+
+def sides_list(text: str) -> list[str]:
+    """``--sides``: today's path is always measured (every ratio is against it), then the
+    named sides in the order today, fast, vllm."""
+    names = {name.strip() for name in text.split(",") if name.strip()} - {"today"}
+    unknown = names - {"fast", "vllm"}
+    if unknown or not names:
+        raise argparse.ArgumentTypeError(
+            f"expected a comma-separated list of fast, vllm (today is always measured), "
+            f"got {text!r}")
+    return ["today"] + [name for name in ("fast", "vllm") if name in names]
 
 
 def main(argv: list[str] | None = None) -> dict[str, float] | None:
@@ -375,11 +445,19 @@ def main(argv: list[str] | None = None) -> dict[str, float] | None:
     parser.add_argument("--like", choices=sorted(SHAPES), default=None,
                         help="a randomly initialised model of this shape, with --model's "
                              "tokenizer (a throughput figure at the papers' size)")
-    parser.add_argument("--vllm", action="store_true",
-                        help="a third side: a vLLM engine with prefix caching (vLLM installed)")
+    parser.add_argument("--sides", type=sides_list, default=["today", "fast"],
+                        help="comma-separated sides to measure against today's path: fast "
+                             "(the trainer's transformers path), vllm (a vLLM engine with prefix "
+                             "caching; vLLM installed); default today,fast")
+    parser.add_argument("--vllm", action="store_true", help="the same as adding vllm to --sides")
+    parser.add_argument("--vllm-kwargs", type=json_object, default={},
+                        help="more vllm.LLM arguments as a JSON object, e.g. "
+                             "'{\"enforce_eager\": true}' (starts in seconds, decodes slower)")
     parser.add_argument("--out", type=Path, default=None,
                         help="also write the report to OUT/report.txt")
     args = parser.parse_args(argv)
+    if args.vllm and "vllm" not in args.sides:
+        args.sides.append("vllm")
     with recorded(args.out, command_line("benchmarks.rollout_throughput", argv)):
         return measure(args)
 

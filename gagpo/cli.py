@@ -144,7 +144,8 @@ def build_parser() -> argparse.ArgumentParser:
                          "dropped oldest first; the task, the page and its actions stay)")
     ev.add_argument("--bf16", choices=["auto", "on", "off"], default="auto",
                     help="model policies: bf16 autocast (auto: CUDA with bf16, CPUs with AMX "
-                         "or AVX512-BF16, for models of 50M+ parameters)")
+                         "or AVX512-BF16, for models of 50M+ parameters); a vllm: engine's "
+                         "dtype, bf16 or float32, unless --vllm-kwargs names one")
     ev.add_argument("--vllm-kwargs", type=json_object, default=None, metavar="JSON",
                     help="a vllm: policy's further vllm.LLM arguments (a JSON object), e.g. "
                          "'{\"enforce_eager\": true}' (no graph compilation: the engine starts "

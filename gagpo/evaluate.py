@@ -178,7 +178,8 @@ def evaluate(
     ``batch_tokens`` bounds a pass's cache positions, as the trainer's
     ``--rollout-batch-tokens`` does), stops each reply at
     its ``</action>`` (as the trainer's policy does), and runs under bf16 autocast as ``bf16``
-    says (:func:`~gagpo.agents.models.bf16_autocast`). ``max_prompt_tokens`` caps its
+    says (:func:`~gagpo.agents.models.bf16_autocast`); a ``vllm:`` engine computes in that
+    precision too, unless ``engine_kwargs`` names a ``dtype``. ``max_prompt_tokens`` caps its
     prompts as the trainer's ``--max-prompt-tokens`` does. ``engine_kwargs`` go to a
     ``vllm:`` policy's engine (``vllm.LLM``), e.g. ``{"enforce_eager": True}``.
 
@@ -211,7 +212,16 @@ def evaluate(
         raise ValueError("--vllm-kwargs configure a vllm: policy's engine: "
                          f"{policy_spec.name!r} is not one")
     options = {"batch_size": batch, "batch_tokens": batch_tokens} if model_backed else {}
-    policy = build_policy(policy_spec, **options, **(engine_kwargs or {}))
+    if policy_spec.name.startswith("vllm:"):
+        import torch
+
+        from gagpo.agents.models import bf16_autocast, default_device
+
+        # The engine computes in the precision a transformers policy would run under here:
+        # vLLM's own "auto" runs a float32 checkpoint in half precision.
+        amp = bf16_autocast(bf16, None, default_device())
+        options["dtype"] = amp or torch.float32
+    policy = build_policy(policy_spec, **{**options, **(engine_kwargs or {})})
     env_kwargs = env_kwargs_for(policy, env_kwargs)
     with probe(env_id, **env_kwargs) as env:  # what the env declares, read once
         tasks = list(env.split_tasks(None))[:episodes]

@@ -34,7 +34,7 @@ def make_vllm_engine(cfg: TrainConfig, tokenizer: Any, *, seed: int,
 
     spec = PolicySpec(f"vllm:{cfg.model}", temperature=cfg.temperature, top_p=cfg.top_p,
                       max_new_tokens=cfg.max_new_tokens, seed=seed)
-    kwargs = {"dtype": "bfloat16" if amp == torch.bfloat16 else "float32", **cfg.vllm_kwargs}
+    kwargs = {"dtype": amp or torch.float32, **cfg.vllm_kwargs}
     # Replies stop at </action> (the factory's default, which --vllm-kwargs may override).
     return build_policy(spec, tokenizer=tokenizer,
                         gpu_memory_utilization=cfg.vllm_gpu_memory, **kwargs)

@@ -299,3 +299,37 @@ def test_an_engine_after_numba_starts_or_is_a_clear_error():
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "started" in proc.stdout or \
         "error: vLLM's CPU build cannot start an engine" in proc.stdout
+
+
+@needs_vllm_engine
+def test_rollout_throughput_measures_the_vllm_engine_against_todays_path(tmp_path):
+    """``python -m benchmarks.rollout_throughput --sides vllm``: the engine answers the same
+    prompts as today's transformers path and drives the envs, its prefix cache serves part of
+    the prompts (the copies' shared task), and the log-probs it records are those one plain
+    forward pass gives. (A process of its own: see test_gagpo_eval_with_a_vllm_policy.)"""
+    out = tmp_path / "throughput"
+    run = subprocess.run(
+        [sys.executable, "-m", "benchmarks.rollout_throughput", "--model", MODEL, "--tasks", "1",
+         "--copies", "2", "--max-steps", "2", "--max-new-tokens", "8", "--sides", "vllm",
+         "--vllm-kwargs", '{"enforce_eager": true}', "--out", str(out)],
+        cwd=ROOT, text=True, capture_output=True, timeout=600)
+    assert run.returncode == 0, run.stderr[-3000:]
+    report = (out / "report.txt").read_text()
+    assert "the vllm side's replies drive the envs" in report
+    rows = {line.split()[0]: line.split() for line in report.splitlines()
+            if line.startswith(("today ", "vllm ", "fast "))}
+    assert set(rows) == {"today", "vllm"}
+    new_tokens = {name: int(row[-4]) for name, row in rows.items()}
+    assert all(1 <= n <= 2 * 2 * 8 for n in new_tokens.values())  # 2 calls of 2 replies
+    cached = next(line for line in report.splitlines() if line.startswith("vllm: ") and
+                  "served from its prefix cache" in line)
+    prompt_tokens, hits = (int(word) for word in cached.split()[1:5:3])
+    assert 0 < hits < prompt_tokens
+    gap = next(line for line in report.splitlines()
+               if line.startswith("vllm: recorded log-probs"))
+    mean_gap, max_gap = (float(gap.split(word, 1)[1].split(",")[0]) for word in ("|gap| ", "max "))
+    if "bf16" in gap:  # a CPU with native bf16 runs both sides in it: bf16's rounding
+        assert mean_gap < 0.05
+    else:
+        assert max_gap < ATOL
+    assert "speed-up (today / vllm):" in report

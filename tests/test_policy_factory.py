@@ -55,6 +55,37 @@ def test_a_vllm_engine_stops_at_the_action_as_the_transformers_policy_does(monke
     assert second["stop"] == ("\n",)  # a caller's own stop strings win
 
 
+def test_gagpo_eval_runs_a_vllm_engine_in_the_precision_bf16_names(monkeypatch):
+    """vLLM's own dtype "auto" runs a float32 checkpoint in half precision, so ``gagpo eval
+    --policy vllm:...`` sampled in another precision than the trainer computes in: the engine
+    now gets ``--bf16``'s (float32 where a transformers policy would run float32), unless
+    ``--vllm-kwargs`` names a dtype. What the factory hands vLLM; the engine is
+    tests/test_agents_vllm.py's."""
+    import torch
+
+    import gagpo.agents.policies.vllm as vllm_policy
+    from gagpo.agents.models import bf16_autocast, default_device
+    from gagpo.evaluate import evaluate
+
+    class Built(Exception):
+        pass
+
+    dtypes = []
+
+    def engine(model, tokenizer, **kw):
+        dtypes.append(kw["dtype"])
+        raise Built  # no engine: what it was given is the point
+
+    monkeypatch.setattr(vllm_policy, "VLLMPolicy", engine)
+    for bf16, engine_kwargs in (("off", None), ("on", None), ("auto", None),
+                                ("on", {"dtype": "float16"})):
+        with pytest.raises(Built):
+            evaluate("WebShop-v0", PolicySpec("vllm:some/model"), episodes=1, bf16=bf16,
+                     engine_kwargs=engine_kwargs, progress=False)
+    auto = bf16_autocast("auto", None, default_device()) or torch.float32
+    assert dtypes == [torch.float32, torch.bfloat16, auto, "float16"]
+
+
 def test_a_model_spec_loads_it_or_takes_the_trainers_model_and_options():
     from gagpo.agents.policies.hf import TransformersPolicy
 
