@@ -282,6 +282,7 @@ def measure(args: argparse.Namespace) -> dict[str, float] | None:
                           amp=amp))
     cache_counts = None
     if "vllm" in args.sides:  # built before the first environment (see the vLLM policy)
+        os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")  # its INFO lines fill a report
         from gagpo.agents.policies.vllm import VLLMPolicy
 
         folder = args.model
