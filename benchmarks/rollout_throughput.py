@@ -138,7 +138,7 @@ class SideBySide:
 
     sides: list[Side]
     drives: str
-    """The side whose replies go to the envs: the fastest of those measured."""
+    """The side whose replies go to the envs: fast where it is measured, else vllm."""
     device: str = "cpu"
     """The device type the transformers sides run on (their autocast's)."""
     prompt_lengths: list[int] = field(default_factory=list)

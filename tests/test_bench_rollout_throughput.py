@@ -32,6 +32,20 @@ def test_rollout_throughput_compares_both_paths_on_the_same_prompts(tmp_path, ca
     assert figures["today_logprob_gap_max"] < 1e-4 and figures["fast_logprob_gap_max"] < 1e-4
 
 
+def test_sides_name_what_is_measured_against_todays_path():
+    """``--sides``: today's path is always the baseline; the others come in one order, and a
+    name the benchmark does not know is a usage error, not a silent default."""
+    import argparse
+
+    import pytest
+
+    assert rollout_throughput.sides_list("vllm") == ["today", "vllm"]
+    assert rollout_throughput.sides_list("vllm, fast,today") == ["today", "fast", "vllm"]
+    for bad in ("", "today", "fast,sglang"):
+        with pytest.raises(argparse.ArgumentTypeError, match="comma-separated list"):
+            rollout_throughput.sides_list(bad)
+
+
 def test_the_papers_model_shape_is_qwen25_15b_sized():
     """``--like qwen2.5-1.5b`` (the GPU checks' throughput run) builds a model of that size:
     1.5B parameters with Qwen2.5's 151,936-token vocabulary, as many with another tokenizer's
