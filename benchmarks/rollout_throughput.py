@@ -231,6 +231,20 @@ def shape_config(shape: str, tokenizer: Any) -> Any:
                                 pad_token_id=tokenizer.pad_token_id, **fields)
 
 
+def libraries(with_vllm: bool) -> str:
+    """The versions the figures depend on: a decode step's cost changed 2x between two
+    transformers releases (see :mod:`gagpo.agents.policies.kv_cache`)."""
+    import torch
+    import transformers
+
+    names = f"torch {torch.__version__}, transformers {transformers.__version__}"
+    if with_vllm:
+        import vllm
+
+        names += f", vllm {vllm.__version__}"
+    return names
+
+
 def logprob_gaps(model: Any, side: Side, pad_id: int) -> tuple[float, float]:
     """Mean and largest |recorded - recomputed| log-prob over ``side``'s kept replies' tokens,
     recomputed as the trainer does (:func:`gagpo.losses.reply_logprobs`: one pass over prompt +
@@ -322,6 +336,7 @@ def measure(args: argparse.Namespace) -> dict[str, float] | None:
           f"{args.history}{budget}, temperature {args.temperature:g}, max_new_tokens "
           f"{args.max_new_tokens}, {torch_threads} torch thread(s); model loaded in "
           f"{loaded:.1f} s")
+    print(f"libraries: {libraries('vllm' in args.sides)}")
     described = {"today": f"float32, policy batch {today_batch}, no shared prefill, DynamicCache",
                  "fast": f"{'bf16 autocast' if amp else 'float32 (--bf16 auto is off here)'}, "
                          f"policy batch {fast_batch}, shared prefill, reserved cache",

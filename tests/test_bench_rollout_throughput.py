@@ -20,6 +20,10 @@ def test_rollout_throughput_compares_both_paths_on_the_same_prompts(tmp_path, ca
     assert figures["shared_share"] >= 6 / 12
     report = (out / "report.txt").read_text()
     assert report.startswith("$ ") and "benchmarks.rollout_throughput --model tiny" in report
+    import transformers  # a report names the versions its figures depend on
+
+    assert f"libraries: torch {torch.__version__}, transformers {transformers.__version__}\n" \
+        in report
     for line in ("prompt tokens (chat template included): mean", "served from a shared prefill",
                  "speed-up (today / fast):", "where the time went",
                  "recorded log-probs vs one forward pass"):

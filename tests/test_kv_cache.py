@@ -73,6 +73,28 @@ def test_one_token_under_autocast_attends_in_float32_and_prompts_as_before(tiny)
     assert not torch.allclose(cast.float(), exact, atol=1e-4)  # what autocast alone would do
 
 
+def test_one_token_in_float32_attends_over_the_key_value_heads_as_sdpa_does(tiny, monkeypatch):
+    """Without autocast too, a decoded token attends as SDPA over the repeated cache would,
+    without repeating it and without transformers' SDPA wrapper, whose handling of grouped
+    heads depends on its version (5.19 repeated the cache per query head at every step)."""
+    import transformers.integrations.sdpa_attention as sdpa
+
+    module = tiny[0].model.layers[0].self_attn
+    g = torch.Generator().manual_seed(2)
+    q = torch.randn(3, 4, 1, 16, generator=g)
+    k, v = (torch.randn(3, 2, 9, 16, generator=g) for _ in range(2))
+    mask = torch.ones(3, 1, 1, 9, dtype=torch.bool)
+    mask[2, ..., :5] = False
+    exact = F.scaled_dot_product_attention(q, sdpa.repeat_kv(k, 2), sdpa.repeat_kv(v, 2),
+                                           attn_mask=mask, scale=0.25).transpose(1, 2)
+    monkeypatch.setattr(sdpa, "repeat_kv", lambda *a: pytest.fail("the cache was repeated"))
+    monkeypatch.setattr(sdpa, "sdpa_attention_forward",
+                        lambda *a, **k: pytest.fail("transformers' SDPA decided"))
+    mine, _ = _decode_attention(module, q, k, v, mask, scaling=0.25)
+    assert mine.dtype == torch.float32
+    torch.testing.assert_close(mine, exact, atol=1e-6, rtol=1e-5)
+
+
 def test_decode_attention_is_switched_on_only_while_generating(tiny):
     model = tiny[0]
     assert model.config._attn_implementation == "sdpa"

@@ -11,10 +11,14 @@ Measured on SmolLM2-135M, 8-64 rows of 600-token prompts, 2-core AVX512-BF16 CPU
 * :func:`decode_attention`. Under bf16 autocast on a CPU, SDPA casts the whole cache to bf16
   at every step, and PyTorch's CPU flash kernel is slow in bf16 for one query token: attention
   was 60% of a bf16 decode step, which took twice the float32 one. While it is active, one
-  query token under CPU autocast attends in float32 with autocast off (the cache keeps float32
-  keys and values, so nothing is cast); the weights' products stay in bf16, where they are
-  twice as fast, and prompts (many query tokens) and training passes still run SDPA under
-  autocast.
+  query token on a CPU attends with autocast off, in float32 under autocast (the cache keeps
+  float32 keys and values, so nothing is cast); the weights' products stay in bf16, where they
+  are twice as fast, and prompts (many query tokens) and training passes still run SDPA under
+  autocast. In every precision, the query heads that share a key/value head attend together,
+  so the cache is never repeated per query head: transformers 5.19 repeats it at every step
+  (5.24 no longer does), and on it the trainer's decoding of one benchmark rollout took 295 s
+  with the repeat against 125 s without (float32, AVX2 CPU, 2 threads;
+  ``benchmarks/results/rollout_throughput_vllm``).
 """
 
 from __future__ import annotations
@@ -121,23 +125,24 @@ def new_cache(reserve: int) -> Any:
 def _decode_attention(module: torch.nn.Module, query: torch.Tensor, key: torch.Tensor,
                       value: torch.Tensor, attention_mask: torch.Tensor | None,
                       **kwargs: Any) -> tuple[torch.Tensor, None]:
-    """SDPA; for one query token under CPU autocast, SDPA in float32 with autocast off (GPUs
-    have fast bf16 kernels for it)."""
+    """SDPA; for one query token on a CPU, SDPA over the key/value heads (no repeated cache), in
+    float32 with autocast off where autocast is on (GPUs have fast bf16 kernels for it)."""
     from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
     device = query.device.type
     plain = not kwargs.get("softcap") and kwargs.get("position_bias") is None \
         and not kwargs.get("dropout")
-    if query.shape[2] == 1 and device == "cpu" and plain and torch.is_autocast_enabled(device):
+    if query.shape[2] == 1 and device == "cpu" and plain:
         # The query heads that share a key/value head attend together, as that head's
         # "positions": no copy of the cache per query head (older transformers repeat it).
         batch, heads, _, dim = query.shape
         kv_heads = key.shape[1]
-        q = query.float().reshape(batch, kv_heads, heads // kv_heads, dim)
+        dtype = torch.float32 if torch.is_autocast_enabled(device) else query.dtype
+        q = query.to(dtype).reshape(batch, kv_heads, heads // kv_heads, dim)
         mask = None if attention_mask is None else attention_mask[:, :, -1:, : key.shape[-2]]
         with torch.autocast(device, enabled=False):
-            out = F.scaled_dot_product_attention(q, key.float(), value.float(), attn_mask=mask,
-                                                 scale=kwargs.get("scaling"))
+            out = F.scaled_dot_product_attention(q, key.to(dtype), value.to(dtype),
+                                                 attn_mask=mask, scale=kwargs.get("scaling"))
         return out.reshape(batch, heads, 1, dim).transpose(1, 2).contiguous(), None
     return sdpa_attention_forward(module, query, key, value, attention_mask, **kwargs)
 
