@@ -239,6 +239,31 @@ def test_a_batch_mixing_shared_and_unique_prompts(tiny):
                                    atol=1e-5, rtol=0)
 
 
+@pytest.mark.parametrize("fast_decode", [True, False])
+def test_prompts_prefilled_alone_decode_as_one_padded_batch_does(tiny, fast_decode):
+    # On a CPU each distinct prompt is prefilled unpadded in a pass of its own and the caches
+    # are joined, left-padded, to decode together: the same replies and log-probs as one
+    # padded pass, and no padding computed.
+    model, tok = tiny
+    texts = [PROMPTS[0], PROMPTS[2], PROMPTS[0], "x", PROMPTS[1], "y " * 40]
+    policies = [TransformersPolicy(model, tok, temperature=0, max_new_tokens=12, batch_size=8,
+                                   fast_decode=fast_decode, prefill_alone=alone)
+                for alone in (True, False)]
+    alone, padded = (p.act(requests_of(*texts)) for p in policies)
+    assert [r.token_ids for r in alone] == [r.token_ids for r in padded]
+    for a, b in zip(alone, padded, strict=True):
+        torch.testing.assert_close(torch.tensor(a.logprobs), torch.tensor(b.logprobs),
+                                   atol=1e-5, rtol=0)
+        expected = forward_logprobs(model, a.prompt_token_ids, a.token_ids)
+        torch.testing.assert_close(torch.tensor(a.logprobs), expected, atol=1e-4, rtol=0)
+    stats = [p.stats for p in policies]
+    assert stats[0].prefill_tokens == stats[1].prefill_tokens == stats[0].padded_tokens
+    assert stats[1].padded_tokens == 5 * max(len(r.prompt_token_ids) for r in alone)
+    # The default: alone on a CPU with the fast decoding, one padded pass without it.
+    assert TransformersPolicy(model, tok).prefill_alone
+    assert not TransformersPolicy(model, tok, fast_decode=False).prefill_alone
+
+
 def test_shared_prefill_samples_as_separate_prefills_do(tiny):
     # When packing keeps the request order, the shared path makes the same draws from the same
     # distributions as prefilling every prompt for itself: the same replies for one seed.

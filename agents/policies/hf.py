@@ -28,6 +28,7 @@ prefilled and the time spent prefilling and decoding.
 from __future__ import annotations
 
 import copy
+import functools
 import inspect
 import time
 from collections import Counter
@@ -113,6 +114,17 @@ def cut_in_order(order: Sequence[int], prompts: Sequence[Sequence[int]],
     return batches
 
 
+def _left_padded(rows: list[torch.Tensor], width: int) -> torch.Tensor:
+    """Cached keys or values of single prompts, (1, heads, length, dim) each, as one batch
+    (rows, heads, width, dim) with each row's positions at its right end (zeros before)."""
+    first = rows[0]
+    dtype = functools.reduce(torch.promote_types, (r.dtype for r in rows))
+    out = first.new_zeros((len(rows), first.shape[1], width, first.shape[3]), dtype=dtype)
+    for i, r in enumerate(rows):
+        out[i, :, width - r.shape[2]:] = r[0]
+    return out
+
+
 @dataclass
 class GenerationStats:
     """What generate mode did since the policy was made (or ``stats`` was replaced)."""
@@ -168,6 +180,12 @@ class TransformersPolicy(Policy):
         fast_decode: decode into a cache with room reserved for the reply, attending in float32
             under autocast (:mod:`gagpo.agents.policies.kv_cache`); False decodes with
             transformers' own cache and attention (what benchmarks compare against).
+        prefill_alone: prefill each distinct prompt in a forward pass of its own, unpadded,
+            and join their caches (left-padded) for decoding them together. None (default):
+            on a CPU with ``fast_decode``. On a CPU a padded batch of prompts of unlike
+            lengths computes its padding like tokens and attends under a mask, which PyTorch's
+            CPU kernel does at half the speed of plain causal attention: 16 prompts of 600-1000
+            tokens prefilled in 40 s padded and in 21 s one by one (SmolLM2-135M, 2 threads).
     """
 
     def __init__(
@@ -188,6 +206,7 @@ class TransformersPolicy(Policy):
         length_normalize: bool = False,
         share_prefill: bool = True,
         fast_decode: bool = True,
+        prefill_alone: bool | None = None,
     ) -> None:
         if mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}, not {mode!r}")
@@ -214,6 +233,10 @@ class TransformersPolicy(Policy):
         if device is not None:
             model.to(device)
         self.device = next(model.parameters()).device
+        if prefill_alone is None:
+            prefill_alone = fast_decode and self.device.type == "cpu"
+        # Joining caches needs per-layer caches (transformers >= 4.56).
+        self.prefill_alone = prefill_alone and new_cache(0) is not None
         self.generator: torch.Generator | None = None
         if seed is not None:
             self.generator = torch.Generator(device=self.device).manual_seed(seed)
@@ -325,8 +348,11 @@ class TransformersPolicy(Policy):
                 ids: torch.Tensor, mask: torch.Tensor, positions: torch.Tensor,
                 started: float, cache: Any) -> list[tuple[list[int], list[float]]]:
         n = len(prompts)
-        logits, cache = self._forward(ids, mask, positions, cache, last_only=True)
-        logits = logits[:, -1].float()
+        if self.prefill_alone:
+            logits, cache = self._prefill_alone(unique, cache)
+        else:
+            logits, cache = self._forward(ids, mask, positions, cache, last_only=True)
+            logits = logits[:, -1].float()
         if len(unique) < n:  # one row per prompt again: each copy gets its own cache rows
             index = torch.tensor(source, device=self.device)
             cache.reorder_cache(index)
@@ -339,7 +365,7 @@ class TransformersPolicy(Policy):
         stats.shared_prompts += sum(c for c in Counter(source).values() if c > 1)
         stats.prompt_tokens += sum(len(p) for p in prompts)
         stats.prefill_tokens += sum(len(p) for p in unique)
-        stats.padded_tokens += ids.numel()
+        stats.padded_tokens += sum(map(len, unique)) if self.prefill_alone else ids.numel()
         stats.prefill_seconds += decoding - started
         next_pos = positions[:, -1:] + 1
         out_ids: list[list[int]] = [[] for _ in range(n)]
@@ -375,6 +401,30 @@ class TransformersPolicy(Policy):
         stats.new_tokens += sum(len(o) for o in out_ids)
         stats.decode_seconds += time.perf_counter() - decoding
         return list(zip(out_ids, out_lps, strict=True))
+
+    def _prefill_alone(self, unique: list[list[int]], cache: Any) -> tuple[torch.Tensor, Any]:
+        """Each prompt's last logits and one cache holding every prompt's keys and values,
+        left-padded to the longest (the rows of the padded batch they replace): each prompt is
+        prefilled in a pass of its own, with no padding and no mask."""
+        width = max(len(p) for p in unique)
+        if cache is None:  # transformers' own cache (``fast_decode=False``)
+            from transformers import DynamicCache
+
+            cache = DynamicCache()
+        last: list[torch.Tensor] = []
+        layers: list[list[tuple[torch.Tensor, torch.Tensor]]] = []
+        for p in unique:
+            ids = torch.tensor([p], dtype=torch.long, device=self.device)
+            positions = torch.arange(len(p), device=self.device)[None]
+            logits, alone = self._forward(ids, torch.ones_like(ids), positions, new_cache(0),
+                                          last_only=True)
+            last.append(logits[0, -1].float())
+            layers.append([(layer.keys, layer.values) for layer in alone.layers])
+        for index in range(len(layers[0])):
+            keys = [row[index][0] for row in layers]
+            values = [row[index][1] for row in layers]
+            cache.update(_left_padded(keys, width), _left_padded(values, width), index)
+        return torch.stack(last), cache
 
     def _next_tokens(self, logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """The next token of each row and its log-prob under log_softmax(logits / T)."""
