@@ -41,11 +41,13 @@ saving is today's wall time over today's decode time.
 
     python -m benchmarks.rollout_throughput [--tasks 8] [--copies 8] [--max-new-tokens 512]
         [--max-steps N] [--max-prompt-tokens N] [--model smollm2-135m] [--sides fast,vllm]
-        [--vllm-kwargs JSON] [--out DIR]
+        [--vllm-kwargs JSON] [--save-calls FILE] [--replay FILE] [--out DIR]
 
-A quick check: ``--tasks 2 --copies 4 --max-new-tokens 32``. ``--model RUN/final`` measures a
-warm-started model (``benchmarks/real_model.py``), whose replies are well formed and whose
-episodes are as long as a training run's.
+A quick check: ``--tasks 2 --copies 4 --max-new-tokens 32``. ``--model RUN/final`` measures
+a warm-started model (``benchmarks/real_model.py``), whose replies are well formed and whose
+episodes are as long as a training run's. ``--save-calls FILE`` writes every call's prompts;
+``--replay FILE`` has the sides answer those calls again without the envs, so that two venvs
+(vLLM's pins its own transformers) or two machines answer the same prompts.
 """
 
 from __future__ import annotations
@@ -144,6 +146,9 @@ class SideBySide:
     prompt_lengths: list[int] = field(default_factory=list)
     batch_sizes: list[int] = field(default_factory=list)
     trie_tokens: int = 0
+    calls: list[dict[str, list]] = field(default_factory=list)
+    """Every call's prompts, as messages and as the driving side's token ids (``--save-calls``
+    writes them, ``--replay`` asks them again)."""
 
     def side(self, name: str) -> Side | None:
         return next((s for s in self.sides if s.name == name), None)
@@ -170,6 +175,8 @@ class SideBySide:
             side.replies += replies[side.name][:16 - len(side.replies)]
             side.new_tokens += sum(len(r.token_ids) for r in replies[side.name])
         out = replies[self.drives]
+        self.calls.append({"messages": [r.messages for r in requests],
+                           "prompt_token_ids": [r.prompt_token_ids for r in out]})
         self.prompt_lengths += [len(r.prompt_token_ids or []) for r in out]
         self.trie_tokens += trie_tokens([r.prompt_token_ids or [] for r in out])
         self.batch_sizes.append(len(requests))
@@ -194,6 +201,27 @@ class PrefixCacheCounts:
         """(prompt tokens, of them served from the prefix cache) since this object was made."""
         now = self._read()
         return now[0] - self.start[0], now[1] - self.start[1]
+
+
+def replay(bench: SideBySide, path: Path) -> int:
+    """Ask ``bench`` every call recorded in ``path`` (``--save-calls``), in order; returns the
+    number of calls. The prompts must tokenize as they did when recorded: otherwise the sides
+    would not answer the same prompts as the recording's (another tokenizer or template)."""
+    import json
+
+    lines = [line for line in path.read_text().splitlines() if line.strip()]
+    for number, line in enumerate(lines, 1):
+        try:
+            call = json.loads(line)
+            call["messages"], call["prompt_token_ids"]  # noqa: B018
+        except (ValueError, KeyError, TypeError) as e:
+            raise SystemExit(f"{path}: line {number} is not a call --save-calls wrote "
+                             f"({e!r})") from None
+        bench.act([Request(messages) for messages in call["messages"]])
+        if bench.calls[-1]["prompt_token_ids"] != call["prompt_token_ids"]:
+            raise SystemExit(f"{path}: call {number}'s prompts tokenize differently here than "
+                             f"when they were recorded (another tokenizer or chat template)")
+    return len(lines)
 
 
 SHAPES = {
@@ -320,22 +348,36 @@ def measure(args: argparse.Namespace) -> dict[str, float] | None:
         with torch.autocast(device, dtype=side.amp or torch.bfloat16,
                             enabled=side.amp is not None):
             warm.act([Request([{"role": "user", "content": "Hello"}])] * 2)
-    agent = ReActAgent(ENV, history_length=args.history,
-                       max_prompt_tokens=args.max_prompt_tokens,
-                       tokenizer=tok if args.max_prompt_tokens else None, max_steps=args.max_steps)
-    env_kwargs = {"max_steps": args.max_steps, "max_episode_steps": args.max_steps} \
-        if args.max_steps else {}
-    with GroupVectorEnv(ENV, args.tasks, args.copies, env_kwargs=env_kwargs) as vec:
-        table = rollout(bench, agent, vec, list(range(args.tasks)))
+    table = None
+    if args.replay is not None:
+        replayed = replay(bench, args.replay)
+    else:
+        agent = ReActAgent(ENV, history_length=args.history,
+                           max_prompt_tokens=args.max_prompt_tokens,
+                           tokenizer=tok if args.max_prompt_tokens else None,
+                           max_steps=args.max_steps)
+        env_kwargs = {"max_steps": args.max_steps, "max_episode_steps": args.max_steps} \
+            if args.max_steps else {}
+        with GroupVectorEnv(ENV, args.tasks, args.copies, env_kwargs=env_kwargs) as vec:
+            table = rollout(bench, agent, vec, list(range(args.tasks)))
+    if args.save_calls is not None:
+        import json
+
+        args.save_calls.parent.mkdir(parents=True, exist_ok=True)
+        args.save_calls.write_text("".join(json.dumps(call) + "\n" for call in bench.calls))
     torch_threads = torch.get_num_threads()
-    budget = f", prompt budget {args.max_prompt_tokens} tokens" if args.max_prompt_tokens else ""
     name = f"a random {args.like} (tokenizer: {args.model})" if args.like else args.model
     params = sum(p.numel() for p in model.parameters()) / 1e6
-    print(f"{name} ({params:.0f}M parameters, {device}), {ENV}, {args.tasks} tasks x "
-          f"{args.copies} copies, history "
-          f"{args.history}{budget}, temperature {args.temperature:g}, max_new_tokens "
-          f"{args.max_new_tokens}, {torch_threads} torch thread(s); model loaded in "
-          f"{loaded:.1f} s")
+    if table is None:
+        workload = f"the prompts of {args.replay}"
+    else:
+        budget = f", prompt budget {args.max_prompt_tokens} tokens" \
+            if args.max_prompt_tokens else ""
+        workload = (f"{ENV}, {args.tasks} tasks x {args.copies} copies, history "
+                    f"{args.history}{budget}")
+    print(f"{name} ({params:.0f}M parameters, {device}), {workload}, temperature "
+          f"{args.temperature:g}, max_new_tokens {args.max_new_tokens}, {torch_threads} torch "
+          f"thread(s); model loaded in {loaded:.1f} s")
     print(f"libraries: {libraries('vllm' in args.sides)}")
     described = {"today": f"float32, policy batch {today_batch}, no shared prefill, DynamicCache",
                  "fast": f"{'bf16 autocast' if amp else 'float32 (--bf16 auto is off here)'}, "
@@ -345,13 +387,18 @@ def measure(args: argparse.Namespace) -> dict[str, float] | None:
     print("; ".join(f"{side.name}: {described[side.name]}" for side in sides)
           + f"; the {bench.drives} side's replies drive the envs")
     lengths = bench.prompt_lengths
-    episodes = table.episodes()
-    print(f"rollout: {len(table)} steps in {len(bench.batch_sizes)} policy calls, episodes "
-          f"{statistics.mean(e['length'] for e in episodes):.1f} steps on average, "
-          f"{sum(r.well_formed for r in table.rows)} well-formed replies")
+    if table is None:
+        print(f"replayed: {len(lengths)} prompts in {replayed} policy calls, as recorded")
+        first_step = ""
+    else:
+        episodes = table.episodes()
+        print(f"rollout: {len(table)} steps in {len(bench.batch_sizes)} policy calls, episodes "
+              f"{statistics.mean(e['length'] for e in episodes):.1f} steps on average, "
+              f"{sum(r.well_formed for r in table.rows)} well-formed replies")
+        first = statistics.mean(len(r.prompt_token_ids or []) for r in table.rows if r.t == 0)
+        first_step = f", first step mean {first:.0f}"
     print(f"prompt tokens (chat template included): mean {statistics.mean(lengths):.0f}, "
-          f"max {max(lengths)}, first step mean "
-          f"{statistics.mean(len(r.prompt_token_ids or []) for r in table.rows if r.t == 0):.0f}")
+          f"max {max(lengths)}{first_step}")
     print()
     print(f"{'path':<6} {'wall s':>8} {'prefill s':>9} {'decode s':>8} {'prefills':>8} "
           f"{'shared':>7} {'prefilled tok':>13} {'padded tok':>10} {'prompt tok/s':>12} "
@@ -469,9 +516,18 @@ def main(argv: list[str] | None = None) -> dict[str, float] | None:
     parser.add_argument("--vllm-kwargs", type=json_object, default={},
                         help="more vllm.LLM arguments as a JSON object, e.g. "
                              "'{\"enforce_eager\": true}' (starts in seconds, decodes slower)")
+    parser.add_argument("--save-calls", type=Path, default=None, metavar="FILE",
+                        help="write every policy call's prompts to FILE (JSON lines), for "
+                             "--replay")
+    parser.add_argument("--replay", type=Path, default=None, metavar="FILE",
+                        help="answer the calls recorded in FILE instead of playing the envs: "
+                             "the same prompts in another venv or on another machine (the "
+                             "rollout's own options are then unused)")
     parser.add_argument("--out", type=Path, default=None,
                         help="also write the report to OUT/report.txt")
     args = parser.parse_args(argv)
+    if args.replay is not None and not args.replay.is_file():
+        parser.error(f"--replay: no file {args.replay}")
     if args.vllm and "vllm" not in args.sides:
         args.sides.append("vllm")
     with recorded(args.out, command_line("benchmarks.rollout_throughput", argv)):

@@ -36,6 +36,37 @@ def test_rollout_throughput_compares_both_paths_on_the_same_prompts(tmp_path, ca
     assert figures["today_logprob_gap_max"] < 1e-4 and figures["fast_logprob_gap_max"] < 1e-4
 
 
+def test_recorded_calls_are_answered_again_without_the_envs(tmp_path, capsys):
+    """``--save-calls`` then ``--replay``: the same prompts, call for call (what a comparison
+    across venvs needs); prompts that tokenize otherwise than recorded are refused."""
+    import json
+
+    import pytest
+
+    calls = tmp_path / "calls.jsonl"
+    played = rollout_throughput.main(["--model", "tiny", "--tasks", "1", "--copies", "2",
+                                      "--max-new-tokens", "4", "--max-steps", "2",
+                                      "--save-calls", str(calls)])
+    recorded = [json.loads(line) for line in calls.read_text().splitlines()]
+    assert recorded and all(len(c["messages"]) == len(c["prompt_token_ids"]) for c in recorded)
+    capsys.readouterr()
+    replayed = rollout_throughput.main(["--model", "tiny", "--max-new-tokens", "4",
+                                        "--replay", str(calls)])
+    printed = capsys.readouterr().out
+    prompts = sum(len(c["messages"]) for c in recorded)
+    assert f"replayed: {prompts} prompts in {len(recorded)} policy calls" in printed
+    assert f"the prompts of {calls}" in printed
+    assert played["trie_tokens"] == replayed["trie_tokens"]  # the same prompts, token for token
+    recorded[0]["prompt_token_ids"][0] = recorded[0]["prompt_token_ids"][0][1:]
+    calls.write_text("".join(json.dumps(c) + "\n" for c in recorded))
+    with pytest.raises(SystemExit, match="call 1's prompts tokenize differently"):
+        rollout_throughput.main(["--model", "tiny", "--max-new-tokens", "4", "--replay",
+                                 str(calls)])
+    calls.write_text("not json\n")
+    with pytest.raises(SystemExit, match="line 1 is not a call"):
+        rollout_throughput.main(["--model", "tiny", "--replay", str(calls)])
+
+
 def test_sides_name_what_is_measured_against_todays_path():
     """``--sides``: today's path is always the baseline; the others come in one order, and a
     name the benchmark does not know is a usage error, not a silent default."""
