@@ -36,8 +36,10 @@ token loop; prefills and prefilled tok count the prompts and tokens actually com
 tok the positions the passes computed (left padding included); prompt tok/s is prompt tokens
 answered per second of prefill (a prompt served from a shared prefill counts without being
 computed); new tok/s is reply tokens per second of wall time; peak RSS is the process's resident
-memory sampled every 20 ms while each side runs (model included). The ceiling for any prefill
-saving is today's wall time over today's decode time.
+memory sampled every 20 ms while each side runs (model included). The bound line says how far
+prefill savings could take the ratio: a prefix cache's tokens prefilled at the fast side's own
+rate per computed token (prefill is compute-bound on a CPU), decoding as the fast side did or
+free.
 
     python -m benchmarks.rollout_throughput [--tasks 8] [--copies 8] [--max-new-tokens 512]
         [--max-steps N] [--max-prompt-tokens N] [--model smollm2-135m] [--sides fast,vllm]
@@ -452,6 +454,15 @@ def measure(args: argparse.Namespace) -> dict[str, float] | None:
           f"prompts) would prefill {bench.trie_tokens} tokens "
           f"({today.policy.stats.prefill_tokens / max(bench.trie_tokens, 1):.2f}x fewer than "
           f"today)")
+    if fast is not None:  # how far prefill savings alone could go on this machine
+        rate = fast.policy.stats.prefill_tokens / max(fast.policy.stats.prefill_seconds, 1e-9)
+        floor = bench.trie_tokens / max(rate, 1e-9)
+        figures["bound_ratio"] = today.wall / max(floor + fast.policy.stats.decode_seconds, 1e-9)
+        figures["bound_ratio_free_decode"] = today.wall / max(floor, 1e-9)
+        print(f"bound: prefilling only those {bench.trie_tokens} tokens at the fast side's "
+              f"{rate:.0f} computed tok/s takes {floor:.1f} s; with its decoding as measured "
+              f"the speed-up could reach {figures['bound_ratio']:.2f}x, with decoding free "
+              f"{figures['bound_ratio_free_decode']:.2f}x")
     print("where the time went: " + ", ".join(
         f"{side.name} prefill {100 * side.policy.stats.prefill_seconds / side.wall:.0f}% / "
         f"decode {100 * side.policy.stats.decode_seconds / side.wall:.0f}%"

@@ -16,6 +16,7 @@ def test_rollout_throughput_compares_both_paths_on_the_same_prompts(tmp_path, ca
                                        "--out", str(out)])
     printed = capsys.readouterr().out
     assert figures is not None and figures["ratio"] > 0
+    assert figures["bound_ratio_free_decode"] > figures["bound_ratio"] > 0
     # The copies' first prompts (2 tasks x 3 copies) at least come from a shared prefill.
     assert figures["shared_share"] >= 6 / 12
     report = (out / "report.txt").read_text()
@@ -25,7 +26,7 @@ def test_rollout_throughput_compares_both_paths_on_the_same_prompts(tmp_path, ca
     assert f"libraries: torch {torch.__version__}, transformers {transformers.__version__}\n" \
         in report
     for line in ("prompt tokens (chat template included): mean", "served from a shared prefill",
-                 "speed-up (today / fast):", "where the time went",
+                 "speed-up (today / fast):", "where the time went", "bound: prefilling only",
                  "recorded log-probs vs one forward pass"):
         assert line in printed and line in report
     rows = {line.split()[0]: line.split() for line in printed.splitlines()
