@@ -412,7 +412,7 @@ class TransformersPolicy(Policy):
 
             cache = DynamicCache()
         last: list[torch.Tensor] = []
-        layers: list[list[tuple[torch.Tensor, torch.Tensor]]] = []
+        layers: list[list[Any]] = []  # per prompt, per layer: (keys, values), None once joined
         for p in unique:
             ids = torch.tensor([p], dtype=torch.long, device=self.device)
             positions = torch.arange(len(p), device=self.device)[None]
@@ -423,7 +423,10 @@ class TransformersPolicy(Policy):
         for index in range(len(layers[0])):
             keys = [row[index][0] for row in layers]
             values = [row[index][1] for row in layers]
+            for row in layers:  # each layer's prompt caches go once joined: one copy at a time
+                row[index] = None
             cache.update(_left_padded(keys, width), _left_padded(values, width), index)
+            del keys, values
         return torch.stack(last), cache
 
     def _next_tokens(self, logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
