@@ -205,13 +205,26 @@ class PrefixCacheCounts:
         return now[0] - self.start[0], now[1] - self.start[1]
 
 
+def calls_text(path: Path, text: str | None = None) -> str:
+    """Read (or, given ``text``, write) a calls file; gzip-compressed when its name ends in
+    ``.gz``."""
+    import gzip
+
+    if text is None:
+        return gzip.decompress(path.read_bytes()).decode() if path.suffix == ".gz" \
+            else path.read_text()
+    data = text.encode()
+    path.write_bytes(gzip.compress(data, mtime=0) if path.suffix == ".gz" else data)
+    return text
+
+
 def replay(bench: SideBySide, path: Path) -> int:
     """Ask ``bench`` every call recorded in ``path`` (``--save-calls``), in order; returns the
     number of calls. The prompts must tokenize as they did when recorded: otherwise the sides
     would not answer the same prompts as the recording's (another tokenizer or template)."""
     import json
 
-    lines = [line for line in path.read_text().splitlines() if line.strip()]
+    lines = [line for line in calls_text(path).splitlines() if line.strip()]
     for number, line in enumerate(lines, 1):
         try:
             call = json.loads(line)
@@ -366,7 +379,7 @@ def measure(args: argparse.Namespace) -> dict[str, float] | None:
         import json
 
         args.save_calls.parent.mkdir(parents=True, exist_ok=True)
-        args.save_calls.write_text("".join(json.dumps(call) + "\n" for call in bench.calls))
+        calls_text(args.save_calls, "".join(json.dumps(call) + "\n" for call in bench.calls))
     torch_threads = torch.get_num_threads()
     name = f"a random {args.like} (tokenizer: {args.model})" if args.like else args.model
     params = sum(p.numel() for p in model.parameters()) / 1e6
@@ -528,8 +541,8 @@ def main(argv: list[str] | None = None) -> dict[str, float] | None:
                         help="more vllm.LLM arguments as a JSON object, e.g. "
                              "'{\"enforce_eager\": true}' (starts in seconds, decodes slower)")
     parser.add_argument("--save-calls", type=Path, default=None, metavar="FILE",
-                        help="write every policy call's prompts to FILE (JSON lines), for "
-                             "--replay")
+                        help="write every policy call's prompts to FILE (JSON lines, gzipped "
+                             "where FILE ends in .gz), for --replay")
     parser.add_argument("--replay", type=Path, default=None, metavar="FILE",
                         help="answer the calls recorded in FILE instead of playing the envs: "
                              "the same prompts in another venv or on another machine (the "

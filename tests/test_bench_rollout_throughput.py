@@ -40,15 +40,16 @@ def test_rollout_throughput_compares_both_paths_on_the_same_prompts(tmp_path, ca
 def test_recorded_calls_are_answered_again_without_the_envs(tmp_path, capsys):
     """``--save-calls`` then ``--replay``: the same prompts, call for call (what a comparison
     across venvs needs); prompts that tokenize otherwise than recorded are refused."""
+    import gzip
     import json
 
     import pytest
 
-    calls = tmp_path / "calls.jsonl"
+    calls = tmp_path / "calls.jsonl.gz"
     played = rollout_throughput.main(["--model", "tiny", "--tasks", "1", "--copies", "2",
                                       "--max-new-tokens", "4", "--max-steps", "2",
                                       "--save-calls", str(calls)])
-    recorded = [json.loads(line) for line in calls.read_text().splitlines()]
+    recorded = [json.loads(line) for line in gzip.decompress(calls.read_bytes()).splitlines()]
     assert recorded and all(len(c["messages"]) == len(c["prompt_token_ids"]) for c in recorded)
     capsys.readouterr()
     replayed = rollout_throughput.main(["--model", "tiny", "--max-new-tokens", "4",
@@ -59,6 +60,7 @@ def test_recorded_calls_are_answered_again_without_the_envs(tmp_path, capsys):
     assert f"the prompts of {calls}" in printed
     assert played["trie_tokens"] == replayed["trie_tokens"]  # the same prompts, token for token
     recorded[0]["prompt_token_ids"][0] = recorded[0]["prompt_token_ids"][0][1:]
+    calls = calls.with_suffix("")  # plain JSON lines too
     calls.write_text("".join(json.dumps(c) + "\n" for c in recorded))
     with pytest.raises(SystemExit, match="call 1's prompts tokenize differently"):
         rollout_throughput.main(["--model", "tiny", "--max-new-tokens", "4", "--replay",
