@@ -400,7 +400,8 @@ def measure(args: argparse.Namespace) -> dict[str, float] | None:
                  "vllm": f"vLLM {'bf16' if amp else 'float32'}, prefix caching, every request "
                          f"of a call at once"}
     print("; ".join(f"{side.name}: {described[side.name]}" for side in sides)
-          + f"; the {bench.drives} side's replies drive the envs")
+          + (f"; the {bench.drives} side's replies drive the envs" if table is not None else
+             "; replayed: no side's replies drive anything"))
     lengths = bench.prompt_lengths
     if table is None:
         print(f"replayed: {len(lengths)} prompts in {replayed} policy calls, as recorded")
