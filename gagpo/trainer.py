@@ -114,10 +114,10 @@ def build_model(cfg: TrainConfig, device: torch.device) -> tuple[Any, Any]:
 POLICY_BATCH = 64
 """Rows of a generation pass (at least the group size; ``--rollout-batch-tokens`` bounds their
 cache). Decoding reads every weight once a step whatever the rows, so rows are cheap: on
-SmolLM2-135M with 800-token prompts, a 2-core AVX2 CPU (float32) decoded 62 tokens/s at 8
-rows, 94 at 16, 128 at 32 and 157 at 64; a 2-core AVX512-BF16 CPU (bf16 autocast, 600-token
-prompts) 50 at 8, 85 at 16 and 90 at 32. Each row holds its cache: 52 MB for 1,120 positions
-of SmolLM2-135M in float32."""
+SmolLM2-135M with 800-token prompts, a 2-core AVX2 CPU (float32) decoded 67 tokens/s at 8
+rows, 102 at 16, 145 at 32 and 168 at 64 (``python -m benchmarks.cpu_costs``); a 2-core
+AVX512-BF16 CPU (bf16 autocast, 600-token prompts) 50 at 8, 85 at 16 and 90 at 32. Each row
+holds its cache: 52 MB for 1,120 positions of SmolLM2-135M in float32."""
 
 
 def make_policy(model: Any, tokenizer: Any, cfg: TrainConfig, *, temperature: float,

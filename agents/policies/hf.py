@@ -27,7 +27,7 @@ prefilled and the time spent prefilling and decoding.
 Prefill alone. On a CPU (``prefill_alone``, with the fast decoding) each distinct prompt of a
 pass is prefilled by itself, unpadded, and the caches are joined, left-padded, to decode the
 replies together: the same logits as one padded pass, without computing the padding or
-attending under a padding mask (PyTorch's CPU attention took 1.5x its causal time under one).
+attending under a padding mask (slower than causal attention on a CPU).
 """
 
 from __future__ import annotations
@@ -188,9 +188,10 @@ class TransformersPolicy(Policy):
         prefill_alone: prefill each distinct prompt in a forward pass of its own, unpadded,
             and join their caches (left-padded) for decoding them together. None (default):
             on a CPU with ``fast_decode``. On a CPU a padded batch of prompts of unlike
-            lengths computes its padding like tokens and attends under a mask, 1.5x slower than
-            plain causal attention: 16 prompts of 600-1000 tokens prefilled in 40 s padded and
-            in 21 s one by one (SmolLM2-135M, float32, 2 threads).
+            lengths computes its padding like tokens and attends under a mask, slower than
+            plain causal attention: 16 prompts of 600-1,000 tokens prefilled at 313 tokens/s
+            in one padded pass and 564 one by one (SmolLM2-135M, float32, 2 threads;
+            ``python -m benchmarks.cpu_costs``).
     """
 
     def __init__(
