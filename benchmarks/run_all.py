@@ -14,7 +14,8 @@ The README's "Performance" figures are the committed reports in ``benchmarks/res
 - the served shop's figures are ``serve_hardening --seconds 60``'s (here a 30-second load phase);
 - the rollout throughput of SmolLM2-135M (today's transformers path against the shared prefill)
   is ``rollout_throughput``'s with its recorded settings (here 2 tasks x 4 copies, 3 steps, 32
-  new tokens: a few minutes).
+  new tokens: a few minutes), and ``cpu_costs``'s is on the warm-started model (here
+  SmolLM2-135M-Instruct itself, written to ``quick/cpu_costs``).
 
 A benchmark that fails (its exit code, or an exception) is reported and the others still
 run; ``make bench`` then exits 1 with the failed ones named. ``--out benchmarks/results``
@@ -33,6 +34,7 @@ from pathlib import Path
 
 from benchmarks import (
     alfworld_bench,
+    cpu_costs,
     credit_assignment,
     openenv_serve,
     rollout_overhead,
@@ -88,6 +90,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     run("rollout_throughput", rollout_throughput.main,
         ["--tasks", "2", "--copies", "4", "--max-new-tokens", "32", "--max-steps", "3"]
         + out("quick/rollout_throughput"), failures)
+    # The pieces of a rollout's cost on this CPU (SmolLM2-135M itself; the README quotes the
+    # warm-started model's run, the same shapes).
+    run("cpu_costs", cpu_costs.main, out("quick/cpu_costs"), failures)
     run("alfworld_bench", alfworld_bench.main, out("alfworld_bench"), failures)
     # gagpo serve env: 64 sessions x 2,000 steps
     run("openenv_serve", openenv_serve.main, out("openenv_serve"), failures)
