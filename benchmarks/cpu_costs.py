@@ -99,6 +99,17 @@ def decode_step(model: Any, rows: int, context: int, steps: int = 8,
     return statistics.median(times[1:]), split
 
 
+def lengths_pair(text: str) -> tuple[int, int]:
+    """``--lengths``: ``SHORTEST,LONGEST``, positive, in order."""
+    try:
+        low, high = (int(n) for n in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected SHORTEST,LONGEST, got {text!r}") from None
+    if not 0 < low <= high:
+        raise argparse.ArgumentTypeError(f"expected 0 < SHORTEST <= LONGEST, got {text!r}")
+    return low, high
+
+
 def measure(args: argparse.Namespace) -> dict[str, float]:
     import torch
 
@@ -145,8 +156,8 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", default="smollm2-135m")
     parser.add_argument("--prompts", type=int, default=16)
-    parser.add_argument("--lengths", type=lambda text: [int(n) for n in text.split(",")][:2],
-                        default=[600, 1000], help="the prefill prompts' shortest,longest")
+    parser.add_argument("--lengths", type=lengths_pair, default=(600, 1000),
+                        help="the prefill prompts' SHORTEST,LONGEST token counts")
     parser.add_argument("--tokens", type=int, default=4096, help="rows of the products")
     parser.add_argument("--context", type=int, default=800, help="decoding's prompt length")
     parser.add_argument("--rows", type=lambda text: [int(r) for r in text.split(",")],

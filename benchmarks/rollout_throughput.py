@@ -205,17 +205,20 @@ class PrefixCacheCounts:
         return now[0] - self.start[0], now[1] - self.start[1]
 
 
-def calls_text(path: Path, text: str | None = None) -> str:
-    """Read (or, given ``text``, write) a calls file; gzip-compressed when its name ends in
-    ``.gz``."""
+def read_calls(path: Path) -> str:
+    """A calls file's text (gunzipped where its name ends in ``.gz``)."""
     import gzip
 
-    if text is None:
-        return gzip.decompress(path.read_bytes()).decode() if path.suffix == ".gz" \
-            else path.read_text()
+    data = path.read_bytes()
+    return (gzip.decompress(data) if path.suffix == ".gz" else data).decode()
+
+
+def write_calls(path: Path, text: str) -> None:
+    """Write a calls file (gzipped where its name ends in ``.gz``)."""
+    import gzip
+
     data = text.encode()
     path.write_bytes(gzip.compress(data, mtime=0) if path.suffix == ".gz" else data)
-    return text
 
 
 def replay(bench: SideBySide, path: Path) -> int:
@@ -224,7 +227,7 @@ def replay(bench: SideBySide, path: Path) -> int:
     would not answer the same prompts as the recording's (another tokenizer or template)."""
     import json
 
-    lines = [line for line in calls_text(path).splitlines() if line.strip()]
+    lines = [line for line in read_calls(path).splitlines() if line.strip()]
     for number, line in enumerate(lines, 1):
         try:
             call = json.loads(line)
@@ -379,7 +382,7 @@ def measure(args: argparse.Namespace) -> dict[str, float] | None:
         import json
 
         args.save_calls.parent.mkdir(parents=True, exist_ok=True)
-        calls_text(args.save_calls, "".join(json.dumps(call) + "\n" for call in bench.calls))
+        write_calls(args.save_calls, "".join(json.dumps(call) + "\n" for call in bench.calls))
     torch_threads = torch.get_num_threads()
     name = f"a random {args.like} (tokenizer: {args.model})" if args.like else args.model
     params = sum(p.numel() for p in model.parameters()) / 1e6

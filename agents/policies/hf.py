@@ -33,7 +33,6 @@ attending under a padding mask (slower than causal attention on a CPU).
 from __future__ import annotations
 
 import copy
-import functools
 import inspect
 import time
 from collections import Counter
@@ -122,9 +121,8 @@ def cut_in_order(order: Sequence[int], prompts: Sequence[Sequence[int]],
 def _left_padded(rows: list[torch.Tensor], width: int) -> torch.Tensor:
     """Cached keys or values of single prompts, (1, heads, length, dim) each, as one batch
     (rows, heads, width, dim) with each row's positions at its right end (zeros before)."""
-    first = rows[0]
-    dtype = functools.reduce(torch.promote_types, (r.dtype for r in rows))
-    out = first.new_zeros((len(rows), first.shape[1], width, first.shape[3]), dtype=dtype)
+    first = rows[0]  # one model under one autocast: every row has its dtype
+    out = first.new_zeros((len(rows), first.shape[1], width, first.shape[3]))
     for i, r in enumerate(rows):
         out[i, :, width - r.shape[2]:] = r[0]
     return out
