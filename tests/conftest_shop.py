@@ -167,8 +167,14 @@ def serve_in_thread(app, threads: int = 8) -> Iterator[str]:
     finally:
         # An empty socket map ends waitress's loop. Closing the sockets from this thread
         # would race the loop's select(), so the trigger runs the close in the loop thread.
+        # The thunk is queued and the trigger pulled under the trigger's lock: otherwise a
+        # worker's wake-up between the two could run the close (the trigger's own pipe
+        # included) before this thread writes to that pipe, and the write fails (EBADF).
         server.task_dispatcher.shutdown()
-        server.trigger.pull_trigger(lambda: wasyncore.close_all(server._map, ignore_all=True))
+        trigger = server.trigger
+        with trigger.lock:
+            trigger.thunks.append(lambda: wasyncore.close_all(server._map, ignore_all=True))
+            trigger._physical_pull()
         thread.join(timeout=10)
         assert not thread.is_alive(), "the test server did not stop"
 
