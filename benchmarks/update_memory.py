@@ -21,8 +21,20 @@ that freed activations go back to the system instead of leaving holes in the hea
 update is the steady state: the first one's peak comes before AdamW's moments exist. The
 reference column: the KL reference as the trainer keeps it (``amp``: linear weights in the
 autocast dtype, :func:`gagpo.policy_update.frozen_reference`), or a float32 copy (``fp32``, the
-trainer before it). CPU seconds
-(user + system) are reported beside wall seconds: on a loaded machine they are the fairer cost.
+trainer before it). The pack column: ``--pack-prompts`` (off: padded passes, the trainer's
+way on a GPU; on: each distinct prompt run once for its rows, without padding, the trainer's
+way on a CPU). CPU seconds (user + system) are reported beside wall seconds: on a loaded
+machine they are the fairer cost.
+
+``--calls FILE`` takes the batch's prompts from a rollout recorded by ``python -m
+benchmarks.rollout_throughput --save-calls FILE``: every row of every policy call, as the
+rollout asked them (their lengths, and the copies of a task that share a prompt), each with
+``--reply`` tokens of reply (the recording keeps prompts only):
+
+    python -m benchmarks.update_memory --calls \
+        benchmarks/results/rollout_throughput_avx2/calls.jsonl.gz --reply 48 \
+        --model runs/real_model/warm_start/final --settings on,4096,mmap,amp,off \
+        on,4096,mmap,amp,on
 """
 
 from __future__ import annotations
@@ -43,11 +55,32 @@ SETTINGS = (("off", 16384, "glibc"), ("on", 16384, "glibc"), ("on", 4096, "glibc
             ("off", 2048, "glibc"), ("on", 2048, "glibc"), ("on", 2048, "mmap"))
 HEAPS = ("glibc", "mmap")
 REFERENCES = ("amp", "fp32")
+PACKS = ("off", "on")
+
+
+def recorded_prompts(path: Path) -> list[list[int]]:
+    """Every row's prompt ids, call after call, from a ``--save-calls`` file."""
+    from benchmarks.rollout_throughput import read_calls
+
+    prompts: list[list[int]] = []
+    for number, line in enumerate(read_calls(path).splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            prompts += [list(map(int, ids)) for ids in json.loads(line)["prompt_token_ids"]]
+        except (ValueError, KeyError, TypeError) as e:
+            raise SystemExit(f"{path}: line {number} is not a call --save-calls wrote "
+                             f"({e!r})") from None
+    if not prompts:
+        raise SystemExit(f"{path}: no calls in it")
+    return prompts
 
 
 def one(model: str, rows: int, prompt: int, reply: int, checkpointing: str,
-        budget: int, heap: str = "glibc", updates: int = 1, reference: str = "amp") -> dict:
-    """``updates`` updates in this process; returns their seconds and the peak RSS."""
+        budget: int, heap: str = "glibc", updates: int = 1, reference: str = "amp",
+        pack: str = "off", calls: Path | None = None) -> dict:
+    """``updates`` updates in this process; returns their seconds, the peak RSS and the
+    tokens the passes ran on."""
     import torch
 
     from gagpo.common.malloc import return_freed_memory
@@ -62,7 +95,7 @@ def one(model: str, rows: int, prompt: int, reply: int, checkpointing: str,
     from gagpo.agents.models import bf16_autocast
 
     cfg = TrainConfig(model=model, gradient_checkpointing=checkpointing,
-                      micro_batch_tokens=budget, kl_coef=0.01, lr=1e-6)
+                      micro_batch_tokens=budget, kl_coef=0.01, lr=1e-6, pack_prompts=pack)
     net, tok = build_model(cfg, torch.device("cpu"))
     # As the trainer runs it: bf16 autocast where the CPU has it (auto), and the KL
     # reference, a frozen copy of the starting model (its linear weights in bf16, or float32).
@@ -71,21 +104,31 @@ def one(model: str, rows: int, prompt: int, reply: int, checkpointing: str,
     net.train()
     g = torch.Generator().manual_seed(0)
     vocab = min(len(tok), 40000)
-    batch = {"prompt": [torch.randint(100, vocab, (prompt,), generator=g).tolist()
-                        for _ in range(rows)],
+    prompts = recorded_prompts(calls) if calls is not None else [
+        torch.randint(100, vocab, (prompt,), generator=g).tolist() for _ in range(rows)]
+    too_big = max(max(p) for p in prompts)
+    if too_big >= net.get_input_embeddings().num_embeddings:
+        raise SystemExit(f"{calls}: token id {too_big} is beyond {model}'s vocabulary: "
+                         "measure with the model that recorded it")
+    rows = len(prompts)
+    batch = {"prompt": prompts,
              "reply": [torch.randint(100, vocab, (reply,), generator=g).tolist()
                        for _ in range(rows)],
              "old_logp": [[-3.0] * reply for _ in range(rows)],
              "adv": [(-1.0) ** i for i in range(rows)]}
     opt = torch.optim.AdamW([p for p in net.parameters() if p.requires_grad], lr=cfg.lr)
     start, cpu_start = time.perf_counter(), time.process_time()
+    tokens = 0.0
     for i in range(updates):
-        update(net, ref, opt, batch, cfg, world=1, epoch_seed=i, amp=amp,
-               pad_id=tok.pad_token_id)
+        stats = update(net, ref, opt, batch, cfg, world=1, epoch_seed=i, amp=amp,
+                       pad_id=tok.pad_token_id)
+        tokens += stats.padded_tokens
 
     seconds, cpu = time.perf_counter() - start, time.process_time() - cpu_start
     return {"seconds": seconds, "cpu_seconds": cpu, "peak_rss_gb": resource.getrusage(
-        resource.RUSAGE_SELF).ru_maxrss / 2**20, "autocast": str(amp)}
+        resource.RUSAGE_SELF).ru_maxrss / 2**20, "autocast": str(amp), "tokens": tokens,
+        "rows": rows, "real_tokens": sum(len(p) + reply for p in prompts) * updates,
+        "distinct_prompts": len({tuple(p) for p in prompts})}
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -96,46 +139,62 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--reply", type=int, default=60, help="reply tokens per row")
     parser.add_argument("--out", type=Path, help="also write the report to OUT/report.txt")
     parser.add_argument("--updates", type=int, default=1, help="updates in a row, per setting")
-    parser.add_argument("--settings", nargs="+", metavar="CKPT,TOKENS,HEAP[,REF]",
-                        help="settings to run, e.g. on,2048,mmap or on,2048,mmap,fp32 "
-                             "(default: all of SETTINGS)")
+    parser.add_argument("--settings", nargs="+", metavar="CKPT,TOKENS,HEAP[,REF[,PACK]]",
+                        help="settings to run, e.g. on,2048,mmap or on,2048,mmap,fp32 or "
+                             "on,4096,mmap,amp,on (default: all of SETTINGS, unpacked)")
+    parser.add_argument("--calls", type=Path, help="the batch's prompts: every row of a "
+                        "rollout_throughput --save-calls file (then --rows and --prompt "
+                        "are unused)")
     parser.add_argument("--one", help=argparse.SUPPRESS)  # internal: one setting, as above
     args = parser.parse_args(argv)
     if args.one:
-        checkpointing, budget, heap, reference = args.one.split(",")
+        checkpointing, budget, heap, reference, pack = args.one.split(",")
         print(json.dumps(one(args.model, args.rows, args.prompt, args.reply, checkpointing,
-                             int(budget), heap, args.updates, reference)))
+                             int(budget), heap, args.updates, reference, pack, args.calls)))
         return
-    settings = [tuple(s.split(",")) for s in args.settings] if args.settings else SETTINGS
-    settings = [(*s, "amp") if len(s) == 3 else s for s in settings]
+    settings = [tuple(s.split(",")) for s in args.settings] if args.settings else [
+        tuple(map(str, s)) for s in SETTINGS]
+    settings = [(*s, "amp", "off")[:5] if len(s) == 3 else s for s in settings]
+    settings = [(*s, "off") if len(s) == 4 else s for s in settings]
+    for setting in settings:
+        if len(setting) != 5 or not setting[1].isdigit() or setting[2] not in HEAPS \
+                or setting[3] not in REFERENCES or setting[4] not in PACKS:
+            raise SystemExit(f"a setting is CKPT,TOKENS,HEAP[,REF[,PACK]] with HEAP one of "
+                             f"{HEAPS}, REF one of {REFERENCES} and PACK one of {PACKS}, not "
+                             f"{','.join(setting)}")
+    if args.calls is not None:
+        recorded_prompts(args.calls)  # refused here, before any child runs
     with recorded(args.out, command_line("benchmarks.update_memory", argv)):
-        print(f"{args.updates} update(s) of {args.model}: {args.rows} rows x ({args.prompt} "
-              f"prompt + {args.reply} reply tokens), each setting in a fresh process")
-        print(f"  {'checkpointing':<14}{'micro-batch':>12}{'heap':>7}{'ref':>6}{'seconds':>10}"
-              f"{'CPU s':>9}{'peak RSS':>11}")
+        batch = (f"the prompts of {args.calls} + {args.reply} reply tokens each" if args.calls
+                 else f"{args.rows} rows x ({args.prompt} prompt + {args.reply} reply tokens)")
+        print(f"{args.updates} update(s) of {args.model}: {batch}, each setting in a fresh "
+              "process")
+        print(f"  {'checkpointing':<14}{'micro-batch':>12}{'heap':>7}{'ref':>6}{'pack':>6}"
+              f"{'seconds':>10}{'CPU s':>9}{'peak RSS':>11}{'tokens run':>12}")
         base = None
-        for setting in settings:
-            if len(setting) != 4:
-                raise SystemExit(f"a setting is CKPT,TOKENS,HEAP[,REF], not {','.join(setting)}")
-            checkpointing, budget, heap, reference = setting
-            if heap not in HEAPS or reference not in REFERENCES:
-                raise SystemExit(f"heap must be one of {HEAPS} and the reference one of "
-                                 f"{REFERENCES}, not {heap!r}, {reference!r}")
-            child = subprocess.run(
-                [sys.executable, "-m", "benchmarks.update_memory", "--model", args.model,
-                 "--rows", str(args.rows), "--prompt", str(args.prompt), "--reply",
-                 str(args.reply), "--updates", str(args.updates),
-                 "--one", f"{checkpointing},{budget},{heap},{reference}"],
-                capture_output=True, text=True, check=True)
+        for checkpointing, budget, heap, reference, pack in settings:
+            command = [sys.executable, "-m", "benchmarks.update_memory", "--model", args.model,
+                       "--rows", str(args.rows), "--prompt", str(args.prompt), "--reply",
+                       str(args.reply), "--updates", str(args.updates),
+                       "--one", f"{checkpointing},{budget},{heap},{reference},{pack}"]
+            if args.calls is not None:
+                command += ["--calls", str(args.calls)]
+            child = subprocess.run(command, capture_output=True, text=True)
+            if child.returncode != 0:
+                raise SystemExit(f"setting {checkpointing},{budget},{heap},{reference},{pack} "
+                                 f"failed:\n{child.stderr.strip()[-2000:]}")
             r = json.loads(child.stdout.strip().splitlines()[-1])
             if base is None:
-                print(f"  (autocast: {r['autocast']}; KL reference: a frozen copy)")
+                print(f"  (autocast: {r['autocast']}; KL reference: a frozen copy; "
+                      f"{r['rows']} rows, {r['distinct_prompts']} distinct prompts, "
+                      f"{r['real_tokens']:,.0f} tokens without padding or sharing)")
             base = base or r
-            print(f"  {checkpointing:<14}{budget:>12}{heap:>7}{reference:>6}{r['seconds']:>9.1f}s"
-                  f"{r['cpu_seconds']:>8.1f}s"
-                  f"{r['peak_rss_gb']:>9.2f} GB   (x{r['peak_rss_gb'] / base['peak_rss_gb']:.2f} "
-                  f"memory, x{r['cpu_seconds'] / base['cpu_seconds']:.2f} CPU time)",
-                  flush=True)
+            print(f"  {checkpointing:<14}{budget:>12}{heap:>7}{reference:>6}{pack:>6}"
+                  f"{r['seconds']:>9.1f}s{r['cpu_seconds']:>8.1f}s"
+                  f"{r['peak_rss_gb']:>9.2f} GB{r['tokens']:>12,.0f}   "
+                  f"(x{r['peak_rss_gb'] / base['peak_rss_gb']:.2f} memory, "
+                  f"x{r['cpu_seconds'] / base['cpu_seconds']:.2f} CPU time, "
+                  f"x{r['seconds'] / base['seconds']:.2f} time)", flush=True)
 
 
 if __name__ == "__main__":

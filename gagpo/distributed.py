@@ -120,11 +120,18 @@ def rank_micro_batches(items: list[int], lengths: list[int], budget: int, world:
     """``items`` cut into micro-batches of at most ``budget`` padded tokens. Under FSDP every
     forward and backward is a collective, so each rank gets as many micro-batches as the
     busiest one: the extra ones are None, run as zero-weight padding passes."""
-    chunks: list[list[int] | None] = [[items[j] for j in c]
-                                      for c in micro_batches(lengths, budget)]
+    return with_padding_passes([[items[j] for j in c] for c in micro_batches(lengths, budget)],
+                               world, sharded)
+
+
+def with_padding_passes(chunks: list[list[int]], world: int, sharded: bool
+                        ) -> list[list[int] | None]:
+    """``chunks`` (one rank's micro-batches), followed under FSDP by None padding passes up to
+    the busiest rank's count: every forward and backward is a collective there."""
+    out: list[list[int] | None] = list(chunks)
     if sharded:
-        chunks += [None] * (int(all_reduce_max(float(len(chunks)), world)) - len(chunks))
-    return chunks
+        out += [None] * (int(all_reduce_max(float(len(out)), world)) - len(out))
+    return out
 
 
 # ---------------------------------------------------------------------------------------------

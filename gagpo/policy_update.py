@@ -25,10 +25,17 @@ from gagpo.distributed import (
     grad_norm_clip,
     is_sharded,
     loss_scale,
-    rank_micro_batches,
     sync_gradients,
+    with_padding_passes,
 )
-from gagpo.losses import LossConfig, micro_batches, policy_loss, reply_logprobs, right_align
+from gagpo.losses import (
+    LossConfig,
+    micro_batches,
+    packed_micro_batches,
+    policy_loss,
+    reply_logprobs,
+    right_align,
+)
 
 if TYPE_CHECKING:
     from gagpo.train_config import TrainConfig
@@ -37,11 +44,13 @@ if TYPE_CHECKING:
 def optimizer_steps(model: Any, optimizer: torch.optim.Optimizer, lengths: list[int],
                     cfg: TrainConfig, *, world: int, epoch_seed: int,
                     count: Callable[[list[int]], float],
-                    micro_step: Callable[[list[int] | None, float], None]) -> float:
+                    micro_step: Callable[[list[int] | None, float], None],
+                    split: Callable[[list[int]], list[list[int]]] | None = None) -> float:
     """``ppo_epochs`` passes of ``num_minibatches`` optimizer steps over items of the given
     ``lengths`` (padded tokens each), in an order seeded by ``epoch_seed + epoch``.
 
-    Each minibatch, sorted by length, is dealt to this rank's micro-batches; ``micro_step(idx,
+    Each minibatch, sorted by length, is dealt to this rank's micro-batches of at most
+    ``micro_batch_tokens`` padded tokens (or as ``split(minibatch)`` cuts it); ``micro_step(idx,
     denominator)`` runs one forward and backward pass on items ``idx`` (None: a padding pass,
     which must run the same collectives with no gradient), with ``denominator`` the global
     ``count(minibatch)`` over all ranks, which its loss divides by. Gradients are then summed
@@ -58,8 +67,10 @@ def optimizer_steps(model: Any, optimizer: torch.optim.Optimizer, lengths: list[
             mb = sorted(mb, key=lambda i: lengths[i])
             denom = all_reduce_sum(float(count(mb)), world)
             optimizer.zero_grad(set_to_none=True)
-            for idx in rank_micro_batches(mb, [lengths[i] for i in mb], cfg.micro_batch_tokens,
-                                          world, sharded):
+            chunks = split(mb) if split is not None else [
+                [mb[j] for j in c] for c in micro_batches([lengths[i] for i in mb],
+                                                          cfg.micro_batch_tokens)]
+            for idx in with_padding_passes(chunks, world, sharded):
                 micro_step(idx, denom)
             sync_gradients(model, params, world)
             if cfg.max_grad_norm > 0:
@@ -86,7 +97,8 @@ class UpdateStats:
     grad_norm: float
     """Gradient norm before clipping, mean over the optimizer steps."""
     padded_tokens: float
-    """Tokens the forward passes ran on, padding included."""
+    """Tokens the forward passes ran on: padding included, a prompt shared by rows once
+    where the passes are packed."""
 
     @classmethod
     def skipped(cls) -> UpdateStats:
@@ -129,6 +141,13 @@ def sampling_temperature(cfg: TrainConfig) -> float:
     return cfg.temperature if cfg.mode == "generate" and cfg.temperature > 0 else 1.0
 
 
+def packs_prompts(cfg: TrainConfig, model: Any) -> bool:
+    """Whether the update's passes are packed (``--pack-prompts``; auto: on a CPU)."""
+    if cfg.pack_prompts != "auto":
+        return cfg.pack_prompts == "on"
+    return next(model.parameters()).device.type == "cpu"
+
+
 def update(model: Any, ref_model: Any | None, optimizer: torch.optim.Optimizer, batch: dict,
            cfg: TrainConfig, *, world: int, epoch_seed: int, amp: torch.dtype | None,
            pad_id: int) -> UpdateStats:
@@ -140,6 +159,7 @@ def update(model: Any, ref_model: Any | None, optimizer: torch.optim.Optimizer, 
                           aggregation=cfg.resolved_aggregation())
     temp = sampling_temperature(cfg)
     scale = loss_scale(model, world)
+    packed = packs_prompts(cfg, model)
     totals: dict[str, float] = {}
     tokens_seen = 0
 
@@ -160,14 +180,14 @@ def update(model: Any, ref_model: Any | None, optimizer: torch.optim.Optimizer, 
             advs = [batch["adv"][i] for i in idx]
         logp, mask, ent = reply_logprobs(model, prompts, replies, pad_id=pad_id,
                                          temperature=temp, with_entropy=True,
-                                         autocast_dtype=amp)
+                                         autocast_dtype=amp, packed=packed)
         T = mask.shape[1]
         old = right_align(olds, T, logp.device)
         ref = None
         if cfg.kl_coef > 0:
             with torch.no_grad(), reference_weights(model, ref_model) as ref_net:
                 ref = reply_logprobs(ref_net, prompts, replies, pad_id=pad_id,
-                                     temperature=temp, autocast_dtype=amp)[0]
+                                     temperature=temp, autocast_dtype=amp, packed=packed)[0]
         adv = torch.tensor(advs, device=logp.device)
         loss, stats = policy_loss(logp, old, adv, mask, loss_cfg, ref_logp=ref, entropy=ent,
                                   denominator=denom)
@@ -178,11 +198,17 @@ def update(model: Any, ref_model: Any | None, optimizer: torch.optim.Optimizer, 
             return
         for k, v in stats.items():
             totals[k] = totals.get(k, 0.0) + (v * denom if k == "pg" else v)
-        tokens_seen += int(mask.shape[0] * (T + max(len(p) for p in prompts)))
+        tokens_seen += passed_tokens(prompts, replies, packed)
+
+    def packed_split(mb: list[int]) -> list[list[int]]:
+        return [[mb[j] for j in c] for c in packed_micro_batches(
+            [batch["prompt"][i] for i in mb], [batch["reply"][i] for i in mb],
+            cfg.micro_batch_tokens, one_prompt_each=is_sharded(model))]
 
     lengths = [len(p) + len(r) for p, r in zip(batch["prompt"], batch["reply"], strict=True)]
     grad_norm = optimizer_steps(model, optimizer, lengths, cfg, world=world,
-                                epoch_seed=epoch_seed, count=count, micro_step=micro_step)
+                                epoch_seed=epoch_seed, count=count, micro_step=micro_step,
+                                split=packed_split if packed else None)
     steps = cfg.ppo_epochs * cfg.num_minibatches
     tok = max(totals.get("tokens", 0.0), 1.0)
     return UpdateStats(pg_loss=totals.get("pg", 0.0) / tok, kl=totals.get("kl", 0.0) / tok,
@@ -192,19 +218,35 @@ def update(model: Any, ref_model: Any | None, optimizer: torch.optim.Optimizer, 
                        grad_norm=grad_norm / steps, padded_tokens=float(tokens_seen))
 
 
+def passed_tokens(prompts: list, replies: list, packed: bool) -> int:
+    """Tokens a :func:`gagpo.losses.reply_logprobs` pass runs on: rows x (longest prompt +
+    longest reply) padded; each distinct prompt once plus every reply, packed."""
+    if packed:
+        return sum(len(r) for r in replies) + sum(len(p) for p in {tuple(p) for p in prompts})
+    return len(prompts) * (max(len(r) for r in replies) + max(len(p) for p in prompts))
+
+
 def recompute_old_logprobs(model: Any, batch: dict, cfg: TrainConfig, amp, pad_id: int
                            ) -> tuple[float, int]:
     """Replace the sampler's log-probs in ``batch`` by the trained model's own, at the sampling
     temperature. Returns ``(sum of |sampler - recomputed|, tokens compared)``: how far the
     sampler's numerics (vLLM's kernels, another dtype) are from the trainer's."""
     temp = sampling_temperature(cfg)
-    lengths = [len(p) + len(r) for p, r in zip(batch["prompt"], batch["reply"], strict=True)]
+    packed = packs_prompts(cfg, model)
+    if packed:
+        # Inside full_parameters a pass is no collective: ranks may run different numbers.
+        chunks = packed_micro_batches(batch["prompt"], batch["reply"], cfg.micro_batch_tokens)
+    else:
+        chunks = micro_batches([len(p) + len(r) for p, r in
+                                zip(batch["prompt"], batch["reply"], strict=True)],
+                               cfg.micro_batch_tokens)
     gap, compared = 0.0, 0
     with torch.no_grad(), full_parameters(model):
-        for idx in micro_batches(lengths, cfg.micro_batch_tokens):
+        for idx in chunks:
             replies = [batch["reply"][i] for i in idx]
             logp, mask, _ = reply_logprobs(model, [batch["prompt"][i] for i in idx], replies,
-                                           pad_id=pad_id, temperature=temp, autocast_dtype=amp)
+                                           pad_id=pad_id, temperature=temp, autocast_dtype=amp,
+                                           packed=packed)
             for j, i in enumerate(idx):
                 mine = logp[j, mask.shape[1] - len(replies[j]):].tolist()
                 sampled = batch["old_logp"][i]

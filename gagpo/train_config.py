@@ -172,6 +172,11 @@ class TrainConfig:
                                valid=">= 1")
     micro_batch_tokens: int = arg(16384, "padded tokens per forward/backward (gradient "
                                          "accumulation)", valid=">= 1")
+    pack_prompts: str = arg(
+        "auto", "the update's forward passes without padding, each distinct prompt run once "
+        "for all the rows that share it (copies of a task in one state with one history): the "
+        "same log-probs up to rounding, on fewer tokens: auto (on a CPU, where padding costs "
+        "as much as tokens) | on | off", choices=["auto", "on", "off"])
     rollout_batch_tokens: int = arg(0, "cache positions per generation pass of the "
                                        "transformers policy: rows x (longest prompt + "
                                        "max_new_tokens); bounds the decoding cache's memory "
@@ -357,6 +362,8 @@ RESUME_MAY_CHANGE: dict[str, str] = {
     "gradient_checkpointing": "memory only: the backward pass recomputes the very activations "
                               "it would have kept",
     "return_freed_memory": "memory only: where freed blocks go",
+    "pack_prompts": "how the update's passes are laid out: the same log-probs up to "
+                    "floating-point rounding",
     "backend": "where environments run (the transcripts are the same)",
     "ray_address": "where environments run (the transcripts are the same)",
 }

@@ -20,8 +20,10 @@ from gagpo.distributed import (
     loss_scale,
     rank_micro_batches,
     sync_gradients,
+    with_padding_passes,
 )
-from gagpo.losses import reply_logprobs
+from gagpo.losses import packed_micro_batches, reply_logprobs
+from gagpo.policy_update import packs_prompts
 from gagpo.train_config import TrainConfig
 
 Demonstration = tuple[list[int], list[int]]
@@ -86,6 +88,7 @@ def behaviour_cloning(model: Any, demos: list[Demonstration], cfg: TrainConfig, 
     last batch's mean negative log-likelihood (over all ranks' demonstrations)."""
     params = [p for p in model.parameters() if p.requires_grad]
     sharded, scale = is_sharded(model), loss_scale(model, world)
+    packed = packs_prompts(cfg, model)  # on a CPU: no padding (few demonstrations share one)
     opt = torch.optim.AdamW(params, lr=cfg.bc_lr, weight_decay=0.0)
     gen = torch.Generator().manual_seed(cfg.seed + 7)
     nll = float("nan")
@@ -99,13 +102,20 @@ def behaviour_cloning(model: Any, demos: list[Demonstration], cfg: TrainConfig, 
             idx = order[step * cfg.bc_batch:(step + 1) * cfg.bc_batch]
             denom = all_reduce_sum(float(sum(len(demos[i][1]) for i in idx)), world)
             opt.zero_grad(set_to_none=True)
-            lengths = [len(demos[i][0]) + len(demos[i][1]) for i in idx]
+            if packed:
+                subs = with_padding_passes([[idx[j] for j in c] for c in packed_micro_batches(
+                    [demos[i][0] for i in idx], [demos[i][1] for i in idx],
+                    cfg.micro_batch_tokens, one_prompt_each=sharded)], world, sharded)
+            else:
+                subs = rank_micro_batches(idx, [len(demos[i][0]) + len(demos[i][1])
+                                                for i in idx],
+                                          cfg.micro_batch_tokens, world, sharded)
             total = 0.0
-            for sub in rank_micro_batches(idx, lengths, cfg.micro_batch_tokens, world, sharded):
+            for sub in subs:
                 pairs = [demos[i] for i in sub] if sub is not None else [([pad_id], [pad_id])]
                 logp, mask, _ = reply_logprobs(model, [p for p, _ in pairs],
                                                [r for _, r in pairs], pad_id=pad_id,
-                                               autocast_dtype=amp)
+                                               autocast_dtype=amp, packed=packed)
                 loss = -(logp * mask).sum() / max(denom, 1.0)
                 (loss * (sub is not None) * scale).backward()
                 total += float(loss.detach()) if sub is not None else 0.0

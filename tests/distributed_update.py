@@ -15,8 +15,11 @@ from gagpo.trainer import update
 
 
 def fixed_batch() -> dict:
-    """Six replies with advantages of both signs; old log-probs are filled in by the caller."""
-    prompts = [[5, 6, 7, 8, 9], [11, 12, 13], [20, 21, 22, 23], [30, 31], [33, 34, 35], [50]]
+    """Six replies with advantages of both signs, the last two to one prompt (copies of a
+    task in one state: packed passes run it once); old log-probs are filled in by the
+    caller."""
+    prompts = [[5, 6, 7, 8, 9], [11, 12, 13], [20, 21, 22, 23], [30, 31], [33, 34, 35],
+               [33, 34, 35]]
     replies = [[40, 41, 42], [43, 44], [45, 46, 47, 48], [49], [51, 52], [53, 54, 55]]
     return {"prompt": prompts, "reply": replies, "adv": [1.0, -1.0, 0.5, -0.5, 2.0, -2.0]}
 
@@ -93,8 +96,9 @@ def main(parallel: str, out: str) -> None:
         shard_model(ref)
     params = [p for p in model.parameters() if p.requires_grad]
     opt = optimizer(params)
-    # Rank 0 cuts its rows into 3 micro-batches, rank 1 into 1: under FSDP rank 1 runs two
-    # padding passes to keep the collectives matched.
+    # Rank 0 cuts its rows into more micro-batches than rank 1 (whose two rows share a
+    # prompt: one packed pass on a CPU): under FSDP rank 1 runs padding passes to keep the
+    # collectives matched.
     stats = update(model, ref, opt, mine, config(), world=world, epoch_seed=0, amp=None,
                    pad_id=tok.pad_token_id)
     state = full_state(model)

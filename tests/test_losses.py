@@ -121,6 +121,65 @@ def test_reply_logprobs_match_one_unpadded_forward_each():
     assert right_align([[1.0], [2.0, 3.0]], 3).tolist() == [[0, 0, 1], [0, 2, 3]]
 
 
+def test_packed_passes_give_the_padded_passes_log_probs_entropies_and_gradients():
+    """Rows sharing a prompt run as one sequence (each reply seeing the prompt and itself
+    only): the same log-probs, entropies and parameter gradients as the padded pass."""
+    from gagpo.agents.models import load_model
+
+    model, tok = load_model("tiny")
+    shared = [5, 6, 7, 8, 9, 10]
+    prompts = [shared, [11, 12], shared, [20, 21, 22, 23], shared]
+    replies = [[30, 31], [40, 41, 42, 43], [32, 33, 34], [50], [30, 35]]
+    weights = torch.randn(5, 4, generator=torch.Generator().manual_seed(0))
+    out = {}
+    for packed in (False, True):
+        model.zero_grad()
+        logp, mask, ent = reply_logprobs(model, prompts, replies, pad_id=tok.pad_token_id,
+                                         temperature=0.7, with_entropy=True, packed=packed)
+        ((logp * weights).sum() + (ent * mask).sum()).backward()
+        grads = [p.grad.clone() for p in model.parameters()]
+        out[packed] = (logp.detach(), mask, (ent * mask).detach(), grads)
+    (lp, mp, ep, gp), (lq, mq, eq, gq) = out[False], out[True]
+    assert torch.equal(mp, mq) and lq.shape == (5, 4)
+    assert torch.allclose(lp, lq, atol=1e-5) and torch.allclose(ep, eq, atol=1e-5)
+    for a, b in zip(gp, gq, strict=True):  # float32 rounding, relative to each gradient's size
+        assert (a - b).abs().max() <= 1e-5 * (1 + a.abs().max())
+    # Replies of one prompt do not see each other: the first reply of the shared prompt alone.
+    alone = reply_logprobs(model, [shared], [replies[0]], pad_id=tok.pad_token_id,
+                           temperature=0.7, packed=True)[0]
+    assert torch.allclose(alone[0].detach(), lq[0, 2:], atol=1e-5)
+
+
+def test_pack_replies_lays_out_positions_mask_and_predictors():
+    from gagpo.losses import pack_replies
+
+    ids, pos, mask, where = pack_replies([1, 2, 3], [[4, 5], [6], []])
+    assert ids.tolist() == [[1, 2, 3, 4, 5, 6]] and pos.tolist() == [[0, 1, 2, 3, 4, 3]]
+    assert [w.tolist() for w in where] == [[0, 1], [0], []]
+    assert mask[0, 0].int().tolist() == [[1, 0, 0, 0, 0, 0], [1, 1, 0, 0, 0, 0],
+                                         [1, 1, 1, 0, 0, 0], [1, 1, 1, 1, 0, 0],
+                                         [1, 1, 1, 1, 1, 0], [1, 1, 1, 0, 0, 1]]
+    assert pack_replies([1, 2], [[3, 4]])[2] is None  # one reply: plain causal attention
+
+
+def test_packed_micro_batches_count_a_shared_prompt_once_and_keep_its_rows_together():
+    from gagpo.losses import packed_micro_batches
+
+    a, b = [1] * 10, [2] * 4
+    prompts = [a, b, a, [3] * 10, a]
+    replies = [[0] * 2, [0] * 3, [0] * 1, [0] * 2, [0] * 3]
+    # b + reply (7); then a once with its three replies (10 + 1 + 2 + 3 = 16) fits 24 with
+    # b's 7 (23); the other prompt of 10 does not.
+    assert packed_micro_batches(prompts, replies, 24) == [[1, 2, 0, 4], [3]]
+    assert packed_micro_batches(prompts, replies, 1) == [[1], [2], [0], [4], [3]]
+    chunks = packed_micro_batches(prompts, replies, 14)
+    assert sorted(i for c in chunks for i in c) == list(range(5))
+    assert packed_micro_batches([], [], 10) == []
+    # Under FSDP a micro-batch is one pass: one prompt each, however much room is left.
+    assert packed_micro_batches(prompts, replies, 100, one_prompt_each=True) == [
+        [1], [2, 0, 4], [3]]
+
+
 def test_kl_estimator_by_hand_tells_the_two_directions_apart():
     # pi = (1/2, 1/2) is the policy that sampled the tokens, ref = (1/4, 3/4) the reference.
     # k3 per token: exp(r - l) - (r - l) - 1, r = log ref(x), l = log pi(x).

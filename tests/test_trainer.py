@@ -386,6 +386,36 @@ def test_two_ranks_update_like_one_process_on_the_whole_batch(tmp_path, parallel
         torch.testing.assert_close(split[k], whole[k], atol=2e-5, rtol=1e-4, msg=k)
 
 
+def test_packed_update_moves_the_parameters_as_the_padded_update_does():
+    """``--pack-prompts on`` (the copies of a task sharing a prompt run it once) updates the
+    parameters, and reports the losses, of the padded passes, on fewer tokens."""
+    from distributed_update import optimizer, policy, reference, with_old_logprobs
+
+    prompts = [[5, 6, 7, 8, 9]] * 3 + [[11, 12, 13], [20, 21, 22, 23]] * 2 + [[50]]
+    replies = [[40, 41, 42], [43, 44], [45, 46, 47, 48], [49], [51, 52], [53, 54, 55],
+               [56, 57], [58]]
+    base = {"prompt": prompts, "reply": replies,
+            "adv": [1.0, -1.0, 0.5, -0.5, 2.0, -2.0, 1.5, -1.5]}
+    result = {}
+    for pack in ("off", "on"):
+        model, tok = policy()
+        batch = with_old_logprobs(model, {k: list(v) for k, v in base.items()},
+                                  tok.pad_token_id)
+        cfg = TrainConfig(lr=3e-3, kl_coef=0.5, entropy_coef=0.001, micro_batch_tokens=16,
+                          ratio_level="action", max_grad_norm=1000.0, pack_prompts=pack)
+        stats = update(model, reference(model), optimizer(model.parameters()), batch, cfg,
+                       world=1, epoch_seed=0, amp=None, pad_id=tok.pad_token_id)
+        result[pack] = stats, {n: p.detach() for n, p in model.named_parameters()}
+    (padded, whole), (packed, moved) = result["off"], result["on"]
+    init = dict(policy()[0].named_parameters())
+    assert max(float((whole[k] - init[k].detach()).abs().max()) for k in whole) > 1e-3
+    for k in whole:
+        torch.testing.assert_close(moved[k], whole[k], atol=2e-5, rtol=1e-4, msg=k)
+    for name in ("pg_loss", "kl", "entropy", "ratio_mean", "grad_norm"):
+        assert getattr(packed, name) == pytest.approx(getattr(padded, name), rel=1e-4, abs=1e-6)
+    assert packed.padded_tokens < padded.padded_tokens
+
+
 @pytest.mark.parametrize("parallel", ["ddp", "fsdp"])
 def test_bc_over_two_ranks_equals_one_process(tmp_path, parallel):
     """The warm start with its demonstrations split unevenly over 2 gloo ranks clones to the

@@ -336,7 +336,11 @@ def _padded_sizes(monkeypatch) -> list[int]:
     forward = policy_update.reply_logprobs
 
     def spy(model, prompts, replies, **kwargs):
-        sizes.append(len(prompts) * max(_lengths({"prompt": prompts, "reply": replies})))
+        if kwargs.get("packed"):  # each distinct prompt once, every reply, no padding
+            sizes.append(sum(len(p) for p in {tuple(p) for p in prompts})
+                         + sum(len(r) for r in replies))
+        else:
+            sizes.append(len(prompts) * max(_lengths({"prompt": prompts, "reply": replies})))
         return forward(model, prompts, replies, **kwargs)
 
     monkeypatch.setattr(policy_update, "reply_logprobs", spy)
@@ -377,19 +381,22 @@ def test_recomputed_log_probs_are_the_models_and_the_gap_is_per_token(monkeypatc
     assert len(sizes) > 1 and all(s <= 24 or s == max(_lengths(batch)) for s in sizes)
 
 
-def test_the_update_keeps_to_the_micro_batch_budget(monkeypatch):
-    """Memory: every forward pass of the update holds at most ``micro_batch_tokens`` padded
-    tokens (a longer sequence alone excepted)."""
+@pytest.mark.parametrize("pack", ["off", "on"])
+def test_the_update_keeps_to_the_micro_batch_budget(monkeypatch, pack):
+    """Memory: every forward pass of the update holds at most ``micro_batch_tokens`` tokens,
+    padded or packed (a longer sequence alone excepted)."""
     tok = load_model("tiny")[1]
     batch = _random_batch(tok, n=8)
+    batch["prompt"][5] = batch["prompt"][2]  # two copies of a task in one state
     sizes = _padded_sizes(monkeypatch)
     model = load_model("tiny")[0]
-    cfg = TrainConfig(micro_batch_tokens=30, kl_coef=0.0)
+    cfg = TrainConfig(micro_batch_tokens=30, kl_coef=0.0, pack_prompts=pack)
     opt = torch.optim.SGD(model.parameters(), lr=0.0)
     trainer.update(model, None, opt, batch, cfg, world=1, epoch_seed=0, amp=None,
                    pad_id=tok.pad_token_id)
     assert len(sizes) > 2 and all(s <= 30 or s == max(_lengths(batch)) for s in sizes)
-    assert sum(sizes) >= sum(_lengths(batch))
+    shared = len(batch["prompt"][2])
+    assert sum(sizes) >= sum(_lengths(batch)) - (shared if pack == "on" else 0)
 
 
 def _rows(*rows: tuple[int, int, str, str, float]):
@@ -442,16 +449,20 @@ def test_gradient_checkpointing_changes_memory_not_results(tmp_path, lora_rank):
     (dict(ratio_level="token", clip_eps=0.05, clip_eps_high=0.3, dual_clip=1.2,
           entropy_coef=0.05, kl_coef=0.1, aggregation="seq-mean"), torch.bfloat16),
 ])
-def test_the_update_applies_every_loss_setting(settings, amp):
+@pytest.mark.parametrize("pack", ["off", "on"])
+def test_the_update_applies_every_loss_setting(settings, amp, pack):
     """The update's gradient is that of ``policy_loss`` under the run's own settings (ratio
     level, both clip ranges, dual clip, KL and entropy weights, aggregation), computed here by
     hand on the same batch; and it counts the padded tokens its forward passes ran on. Under
     bf16 autocast (``--bf16``) the policy's and the reference's forward passes both run in
-    bf16, as the hand computation does: float32 passes would give other figures."""
+    bf16, as the hand computation does: float32 passes would give other figures. Packed
+    passes (``--pack-prompts on``) give the same gradient, computed by hand packed as well
+    (under bf16 the two layouts round differently)."""
     from gagpo.losses import LossConfig, policy_loss, right_align
 
     tok = load_model("tiny")[1]
     batch = _random_batch(tok, seed=1)
+    batch["prompt"][4] = batch["prompt"][1]  # two copies of a task in one state
     batch["old_logp"] = [[x + 0.4 * (-1) ** k for k, x in enumerate(lp)]
                          for lp in batch["old_logp"]]  # ratios far from 1: clipping binds
     ref = load_model("tiny")[0]
@@ -459,15 +470,17 @@ def test_the_update_applies_every_loss_setting(settings, amp):
         for p in ref.parameters():
             p.add_(0.01 * torch.randn_like(p))
     clip = 1e6 if settings["kl_coef"] else 0.0  # a norm clip that never binds, or none
-    cfg = TrainConfig(**settings, micro_batch_tokens=10**6, max_grad_norm=clip)
+    cfg = TrainConfig(**settings, micro_batch_tokens=10**6, max_grad_norm=clip,
+                      pack_prompts=pack)
     # By hand: one forward pass over the whole batch, the loss over its global denominator.
     model = load_model("tiny")[0]
     logp, mask, ent = reply_logprobs(model, batch["prompt"], batch["reply"],
                                      pad_id=tok.pad_token_id, with_entropy=True,
-                                     autocast_dtype=amp)
+                                     autocast_dtype=amp, packed=pack == "on")
     with torch.no_grad():
         ref_logp = reply_logprobs(ref, batch["prompt"], batch["reply"],
-                                  pad_id=tok.pad_token_id, autocast_dtype=amp)[0]
+                                  pad_id=tok.pad_token_id, autocast_dtype=amp,
+                                  packed=pack == "on")[0]
     denominator = float(mask.sum()) if settings["aggregation"] == "token-mean" else len(mask)
     loss, parts = policy_loss(logp, right_align(batch["old_logp"], mask.shape[1]),
                           torch.tensor(batch["adv"]), mask, LossConfig(**settings),
@@ -490,7 +503,10 @@ def test_the_update_applies_every_loss_setting(settings, amp):
             err = (moved - expected[name]).norm() / expected[name].norm().clamp_min(1e-12)
             assert float(err) < 1e-3, name
     longest_prompt = max(len(p) for p in batch["prompt"])
-    assert stats.padded_tokens == len(batch["adv"]) * (mask.shape[1] + longest_prompt)
+    if pack == "off":
+        assert stats.padded_tokens == len(batch["adv"]) * (mask.shape[1] + longest_prompt)
+    else:  # the shared prompt once
+        assert stats.padded_tokens == sum(_lengths(batch)) - len(batch["prompt"][1])
     # The logged statistics: per token of the batch, the loss's own figures.
     tokens = parts["tokens"]
     assert stats.pg_loss == pytest.approx(parts["pg"] * denominator / tokens, rel=1e-5)
@@ -505,12 +521,14 @@ def test_the_update_applies_every_loss_setting(settings, amp):
 def test_minibatches_shuffle_from_the_seed_and_micro_batches_pack_by_length():
     """With several minibatches, which rows share an optimizer step comes from the update's
     own seed (the same result whatever torch's global stream holds, which it leaves alone);
-    inside a minibatch, rows are packed in order of length, so a micro-batch pads little."""
+    inside a minibatch, rows are packed in order of length, so a micro-batch pads little.
+    (Padded passes: the layout on a GPU; packed passes pad nothing.)"""
     from gagpo.losses import micro_batches
 
     tok = load_model("tiny")[1]
     batch = _random_batch(tok, n=8, seed=2)
-    cfg = TrainConfig(num_minibatches=2, ppo_epochs=2, micro_batch_tokens=40, kl_coef=0.0)
+    cfg = TrainConfig(num_minibatches=2, ppo_epochs=2, micro_batch_tokens=40, kl_coef=0.0,
+                      pack_prompts="off")
     results = []
     for global_seed in (1, 2):
         torch.manual_seed(global_seed)
