@@ -362,8 +362,6 @@ RESUME_MAY_CHANGE: dict[str, str] = {
     "gradient_checkpointing": "memory only: the backward pass recomputes the very activations "
                               "it would have kept",
     "return_freed_memory": "memory only: where freed blocks go",
-    "pack_prompts": "how the update's passes are laid out: the same log-probs up to "
-                    "floating-point rounding",
     "backend": "where environments run (the transcripts are the same)",
     "ray_address": "where environments run (the transcripts are the same)",
 }

@@ -46,7 +46,7 @@ MUST_MATCH = {
     "ratio_level", "clip_eps", "clip_eps_high", "dual_clip", "kl_coef", "entropy_coef",
     "aggregation",
     "lr", "weight_decay", "max_grad_norm", "ppo_epochs", "num_minibatches",
-    "micro_batch_tokens", "rollout_batch_tokens", "recompute_old_logp",
+    "micro_batch_tokens", "pack_prompts", "rollout_batch_tokens", "recompute_old_logp",
     "bc_episodes", "bc_teacher", "bc_epochs", "bc_lr", "bc_batch",
     "eval_every", "eval_episodes", "eval_batch", "seed",
 }
