@@ -221,12 +221,12 @@ def write_calls(path: Path, text: str) -> None:
     path.write_bytes(gzip.compress(data, mtime=0) if path.suffix == ".gz" else data)
 
 
-def replay(bench: SideBySide, path: Path) -> int:
-    """Ask ``bench`` every call recorded in ``path`` (``--save-calls``), in order; returns the
-    number of calls. The prompts must tokenize as they did when recorded: otherwise the sides
-    would not answer the same prompts as the recording's (another tokenizer or template)."""
+def recorded_calls(path: Path) -> list[dict]:
+    """The calls of a ``--save-calls`` file, each with its ``messages`` and
+    ``prompt_token_ids``; a line that is not one is refused by number."""
     import json
 
+    calls = []
     lines = [line for line in read_calls(path).splitlines() if line.strip()]
     for number, line in enumerate(lines, 1):
         try:
@@ -235,11 +235,21 @@ def replay(bench: SideBySide, path: Path) -> int:
         except (ValueError, KeyError, TypeError) as e:
             raise SystemExit(f"{path}: line {number} is not a call --save-calls wrote "
                              f"({e!r})") from None
+        calls.append(call)
+    return calls
+
+
+def replay(bench: SideBySide, path: Path) -> int:
+    """Ask ``bench`` every call recorded in ``path`` (``--save-calls``), in order; returns the
+    number of calls. The prompts must tokenize as they did when recorded: otherwise the sides
+    would not answer the same prompts as the recording's (another tokenizer or template)."""
+    calls = recorded_calls(path)
+    for number, call in enumerate(calls, 1):
         bench.act([Request(messages) for messages in call["messages"]])
         if bench.calls[-1]["prompt_token_ids"] != call["prompt_token_ids"]:
             raise SystemExit(f"{path}: call {number}'s prompts tokenize differently here than "
                              f"when they were recorded (another tokenizer or chat template)")
-    return len(lines)
+    return len(calls)
 
 
 SHAPES = {

@@ -60,17 +60,9 @@ PACKS = ("off", "on")
 
 def recorded_prompts(path: Path) -> list[list[int]]:
     """Every row's prompt ids, call after call, from a ``--save-calls`` file."""
-    from benchmarks.rollout_throughput import read_calls
+    from benchmarks.rollout_throughput import recorded_calls
 
-    prompts: list[list[int]] = []
-    for number, line in enumerate(read_calls(path).splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            prompts += [list(map(int, ids)) for ids in json.loads(line)["prompt_token_ids"]]
-        except (ValueError, KeyError, TypeError) as e:
-            raise SystemExit(f"{path}: line {number} is not a call --save-calls wrote "
-                             f"({e!r})") from None
+    prompts = [ids for call in recorded_calls(path) for ids in call["prompt_token_ids"]]
     if not prompts:
         raise SystemExit(f"{path}: no calls in it")
     return prompts
@@ -154,8 +146,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         return
     settings = [tuple(s.split(",")) for s in args.settings] if args.settings else [
         tuple(map(str, s)) for s in SETTINGS]
-    settings = [(*s, "amp", "off")[:5] if len(s) == 3 else s for s in settings]
-    settings = [(*s, "off") if len(s) == 4 else s for s in settings]
+    # REF and PACK default to amp and off.
+    settings = [s + ("amp", "off")[len(s) - 3:] if len(s) in (3, 4) else s for s in settings]
     for setting in settings:
         if len(setting) != 5 or not setting[1].isdigit() or setting[2] not in HEAPS \
                 or setting[3] not in REFERENCES or setting[4] not in PACKS:

@@ -170,8 +170,9 @@ class TrainConfig:
     ppo_epochs: int = arg(1, "passes over each iteration's batch", valid=">= 1")
     num_minibatches: int = arg(1, "optimizer steps per epoch (the batch split this many ways)",
                                valid=">= 1")
-    micro_batch_tokens: int = arg(16384, "padded tokens per forward/backward (gradient "
-                                         "accumulation)", valid=">= 1")
+    micro_batch_tokens: int = arg(16384, "tokens per forward/backward (gradient "
+                                         "accumulation): padded, or a shared prompt counted "
+                                         "once where --pack-prompts packs them", valid=">= 1")
     pack_prompts: str = arg(
         "auto", "the update's forward passes without padding, each distinct prompt run once "
         "for all the rows that share it (copies of a task in one state with one history): the "
