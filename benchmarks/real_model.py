@@ -29,8 +29,10 @@ admissible-action rate, success and score with 95% intervals, mean episode lengt
     python -m benchmarks.real_model --report-only                     # the tables from what is done
 
 ``--out`` receives the tables (``table.md``), the curves of the RL runs (``curves.png``,
-``curves_alfworld.png``), the commands of every stage, and each stage's time and peak memory
-(``stages.json``); the weights stay in ``--work``. The CPU settings below are chosen to fit a
+``curves_alfworld.png``), the commands of every stage, each stage's time and peak memory
+(``stages.json``), and copies of every finished evaluation's summary (``evals/``) and every
+training run's metrics (``metrics/``), from which the table and curves are drawn where
+``--work`` lacks them; the weights stay in ``--work``. The CPU settings below are chosen to fit a
 2-core, 24 GB machine; ``--iterations`` and ``--goals`` scale the run.
 """
 
@@ -260,10 +262,12 @@ def run_stage(stage: Stage, log_dir: Path) -> dict[str, float]:
 # --- the report ----------------------------------------------------------------------------------
 
 
-def eval_figures(folder: Path) -> dict[str, Any] | None:
-    """One evaluation's overall row as ``gagpo eval`` summarised it, with its time (None if it
-    has not run)."""
+def eval_figures(folder: Path, records: Path | None = None) -> dict[str, Any] | None:
+    """One evaluation's overall row as ``gagpo eval`` summarised it, with its time: from its
+    folder, else from the copy a report kept in ``records`` (None if neither exists)."""
     path = folder / "summary.json"
+    if not path.exists() and records is not None:
+        path = records / "evals" / f"{folder.name}.json"
     if not path.exists():
         return None
     summary = json.loads(path.read_text())
@@ -283,7 +287,7 @@ def rows(run: EnvRun) -> list[tuple[str, str]]:
               for a in run.estimators)]
 
 
-def table(work: Path, run: EnvRun = WEBSHOP) -> str:
+def table(work: Path, run: EnvRun = WEBSHOP, records: Path | None = None) -> str:
     def pct(f: dict, key: str) -> str:
         lo, hi = f[f"{key}_ci95"]
         return f"{100 * f[key]:.1f} [{100 * lo:.1f}, {100 * hi:.1f}]"
@@ -292,7 +296,7 @@ def table(work: Path, run: EnvRun = WEBSHOP) -> str:
     lines = [f"| policy | {tasks} | well-formed % | admissible % | success % | score x100 | "
              "mean length | eval min |", "|---|---|---|---|---|---|---|---|"]
     for label, folder in rows(run):
-        f = eval_figures(work / folder)
+        f = eval_figures(work / folder, records)
         if f is None:
             lines.append(f"| {label} | not run yet | | | | | | |")
             continue
@@ -302,11 +306,11 @@ def table(work: Path, run: EnvRun = WEBSHOP) -> str:
     return "\n".join(lines)
 
 
-def tables(work: Path) -> str:
+def tables(work: Path, records: Path | None = None) -> str:
     """Both environments' tables, WebShop's first."""
     return (f"WebShop-v0, {WEBSHOP.eval_split} goals, at most {WEBSHOP.max_steps} steps:\n\n"
-            f"{table(work, WEBSHOP)}\n\nALFWorld-v0, {ALFWORLD.eval_split} games, at most "
-            f"{ALFWORLD.max_steps} steps:\n\n{table(work, ALFWORLD)}")
+            f"{table(work, WEBSHOP, records)}\n\nALFWorld-v0, {ALFWORLD.eval_split} games, at "
+            f"most {ALFWORLD.max_steps} steps:\n\n{table(work, ALFWORLD, records)}")
 
 
 CURVES = (("train/success", "train success"), ("train/score", "train score"),
@@ -314,12 +318,15 @@ CURVES = (("train/success", "train success"), ("train/score", "train score"),
           ("loss/entropy", "entropy (nats/token)"))
 
 
-def curves(work: Path, png: Path, run: EnvRun = WEBSHOP) -> bool:
-    """One environment's RL runs' training curves as a PNG; False when no run has logged an
+def curves(work: Path, png: Path, run: EnvRun = WEBSHOP, records: Path | None = None) -> bool:
+    """One environment's RL runs' training curves as a PNG (each run's metrics from its folder,
+    else from the copy a report kept in ``records``); False when no run has logged an
     iteration."""
     runs = {}
     for algo in run.estimators:
         path = work / f"{run.prefix}{algo}" / "metrics.jsonl"
+        if not path.exists() and records is not None:
+            path = records / "metrics" / f"{run.prefix}{algo}.jsonl"
         if path.exists():
             lines = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
             if lines:
@@ -348,12 +355,29 @@ def curves(work: Path, png: Path, run: EnvRun = WEBSHOP) -> bool:
     return True
 
 
+def keep_records(work: Path, out: Path, s: Settings) -> None:
+    """Copy every finished evaluation's summary (``out/evals/<folder>.json``) and every
+    training stage's metrics (``out/metrics/<stage>.jsonl``) into ``out``, so that the table
+    and the curves can be drawn again once ``work`` (weights and all) is gone, and a later
+    report from another ``work`` keeps the rows it did not rerun."""
+    for st in stages(work, s):
+        if st.command[1] == "eval" and st.done_file.exists():
+            target = out / "evals" / f"{st.done_file.parent.name}.json"
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(st.done_file.read_bytes())
+        elif st.metrics is not None and st.metrics.exists():
+            target = out / "metrics" / f"{st.metrics.parent.name}.jsonl"
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(st.metrics.read_bytes())
+
+
 def report(work: Path, out: Path, s: Settings, costs: dict[str, dict[str, float]]) -> str:
     out.mkdir(parents=True, exist_ok=True)
-    text = tables(work)
+    keep_records(work, out, s)
+    text = tables(work, out)
     (out / "table.md").write_text(text + "\n")
-    curves(work, out / "curves.png", WEBSHOP)
-    curves(work, out / "curves_alfworld.png", ALFWORLD)
+    curves(work, out / "curves.png", WEBSHOP, out)
+    curves(work, out / "curves_alfworld.png", ALFWORLD, out)
     path = out / "stages.json"  # each stage's minutes and peak RSS, as its last run measured
     known = json.loads(path.read_text()) if path.exists() else {}
     path.write_text(json.dumps(known | costs, indent=1) + "\n")

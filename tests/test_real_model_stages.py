@@ -6,7 +6,16 @@ import json
 
 import pytest
 
-from benchmarks.real_model import ALFWORLD, GPU, WEBSHOP, Settings, env_stages, stages, table
+from benchmarks.real_model import (
+    ALFWORLD,
+    GPU,
+    WEBSHOP,
+    Settings,
+    env_stages,
+    report,
+    stages,
+    table,
+)
 from gagpo.cli import build_parser
 from gagpo.train_config import config_from_args
 
@@ -73,13 +82,16 @@ def test_the_two_environments_stages_and_folders_are_apart(tmp_path):
                for st in every)
 
 
+RULE_ROW = {"episodes": 200, "success": 0.14, "success_ci95": [0.1, 0.19], "score": 0.54,
+           "score_ci95": [0.5, 0.58], "mean_length": 3.0, "failed": 0, "well_formed": 1.0,
+           "well_formed_ci95": [0.99, 1.0], "admissible": 1.0, "admissible_ci95": [0.99, 1.0]}
+
+
 def test_report_reads_finished_evaluations_only(tmp_path):
     folder = tmp_path / "eval_rule"
     folder.mkdir()
-    row = {"episodes": 200, "success": 0.14, "success_ci95": [0.1, 0.19], "score": 0.54,
-           "score_ci95": [0.5, 0.58], "mean_length": 3.0, "failed": 0, "well_formed": 1.0,
-           "well_formed_ci95": [0.99, 1.0], "admissible": 1.0, "admissible_ci95": [0.99, 1.0]}
-    (folder / "summary.json").write_text(json.dumps({"by_type": {"all": row}, "seconds": 6}))
+    (folder / "summary.json").write_text(json.dumps({"by_type": {"all": RULE_ROW},
+                                                     "seconds": 6}))
     lines = table(tmp_path).splitlines()
     rule = next(line for line in lines if line.startswith("| rule baseline"))
     assert rule == ("| rule baseline | 200 | 100.0 [99.0, 100.0] | 100.0 [99.0, 100.0] | "
@@ -88,3 +100,26 @@ def test_report_reads_finished_evaluations_only(tmp_path):
     # each estimator's row names it as its paper does, GiGPO included
     pending = [line.split(" | ")[0] for line in lines if "not run yet" in line]
     assert "| SmolLM2, warm start + GiGPO" in pending and "| SmolLM2, warm start + GRPO" in pending
+
+
+def test_a_report_keeps_its_rows_and_curves_once_the_runs_are_gone(tmp_path):
+    """The weights and run folders stay on the machine that trained them; the report's own
+    copies of each summary and each run's metrics draw the same table and curves without
+    them, and a later report from another, emptier work folder keeps those rows."""
+    work, out = tmp_path / "work", tmp_path / "out"
+    (work / "eval_rule").mkdir(parents=True)
+    (work / "eval_rule" / "summary.json").write_text(
+        json.dumps({"by_type": {"all": RULE_ROW}, "seconds": 6}))
+    (work / "gigpo").mkdir()
+    logged = [{"iteration": i, "train/success": 0.1 * i, "train/score": 0.3} for i in (1, 2)]
+    (work / "gigpo" / "metrics.jsonl").write_text(
+        "".join(json.dumps(line) + "\n" for line in logged))
+    first = report(work, out, Settings(), {})
+    assert (out / "evals" / "eval_rule.json").exists()
+    assert (out / "metrics" / "gigpo.jsonl").read_text().count("\n") == 2
+    (out / "curves.png").unlink()
+
+    again = report(tmp_path / "elsewhere", out, Settings(), {})
+    assert again == first and "| rule baseline | 200 |" in again
+    assert (out / "curves.png").exists()  # drawn from the kept metrics
+    assert not (out / "curves_alfworld.png").exists()  # no ALFWorld run logged anything
