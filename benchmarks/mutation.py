@@ -174,8 +174,9 @@ TARGETS: tuple[Target, ...] = (
         "losses",
         ("gagpo/losses.py",),
         ("tests/test_losses.py",),
-        # reply_logprobs is left out: each of its tests runs a model forward, which makes it
-        # the one function whose mutants take minutes each on a small CPU machine.
+        # reply_logprobs (and its packed pass) is left out: each of its tests runs a model
+        # forward, which makes it the one function whose mutants take minutes each on a small
+        # CPU machine. The packed layout and its micro-batches are in.
         (
             "gagpo.losses.x_action_log_ratio",
             "gagpo.losses.x__real",
@@ -186,6 +187,8 @@ TARGETS: tuple[Target, ...] = (
             "gagpo.losses.x_pad_batch",
             "gagpo.losses.x_right_align",
             "gagpo.losses.x_micro_batches",
+            "gagpo.losses.x_pack_replies",
+            "gagpo.losses.x_packed_micro_batches",
         ),
     ),
     Target(

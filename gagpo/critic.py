@@ -18,7 +18,10 @@ lambda-returns R = A^GAE + V_old with PPO's clipped value loss (verl's ``clipran
 
 which keeps one iteration from moving a value further than ``c`` from the one the advantages
 used. LoRA (its own adapters, same rank), gradient checkpointing, DDP and FSDP apply to the
-critic as to the policy; its weights and optimizer are part of every checkpoint.
+critic as to the policy; its weights and optimizer are part of every checkpoint. Where the
+policy's passes are packed (``--pack-prompts``), the critic's run each distinct prompt once for
+all the rows that share it (the copies of a task in one state with one history): their values
+are one value, and their losses' gradients add up through it.
 """
 
 from __future__ import annotations
@@ -39,8 +42,8 @@ from gagpo.distributed import (
     optimizer_state,
     shard_model,
 )
-from gagpo.losses import micro_batches, pad_batch
-from gagpo.policy_update import optimizer_steps
+from gagpo.losses import micro_batches, packed_micro_batches, pad_batch
+from gagpo.policy_update import optimizer_steps, packs_prompts
 
 if TYPE_CHECKING:
     from gagpo.train_config import TrainConfig
@@ -117,19 +120,43 @@ class Critic:
         self.optimizer = torch.optim.AdamW(params, lr=cfg.critic_lr,
                                            weight_decay=cfg.weight_decay)
 
+    @property
+    def _dedup(self) -> bool:
+        """Whether each distinct prompt runs once (where the policy's passes are packed)."""
+        return packs_prompts(self.cfg, self.model)
+
+    def _chunks(self, prompts: Sequence[Sequence[int]], rows: list[int]) -> list[list[int]]:
+        """``rows`` in micro-batches of at most ``micro_batch_tokens`` prompt tokens: padded
+        (sorted by length), or with a prompt shared by rows counted once."""
+        if self._dedup:
+            part = [prompts[i] for i in rows]
+            cut = packed_micro_batches(part, [[] for _ in part], self.cfg.micro_batch_tokens)
+        else:
+            order = sorted(range(len(rows)), key=lambda j: len(prompts[rows[j]]))
+            cut = [[order[j] for j in c] for c in micro_batches(
+                [len(prompts[rows[j]]) for j in order], self.cfg.micro_batch_tokens)]
+        return [[rows[j] for j in c] for c in cut]
+
+    def _forward(self, prompts: list[Sequence[int]], *, pad_id: int,
+                 amp: torch.dtype | None) -> torch.Tensor:
+        """V of each prompt, ``[B]``: one pass, over the distinct prompts where deduplicating."""
+        if not self._dedup:
+            return self.model(prompts, pad_id=pad_id, amp=amp)
+        first: dict[tuple[int, ...], int] = {}
+        where = [first.setdefault(tuple(p), len(first)) for p in prompts]
+        v = self.model([list(p) for p in first], pad_id=pad_id, amp=amp)
+        return v[torch.tensor(where, device=v.device)]
+
     @torch.no_grad()
     def values(self, prompts: Sequence[Sequence[int]], *, amp: torch.dtype | None,
                pad_id: int) -> np.ndarray:
         """V(s_t) of each step's prompt (0 for a step whose policy gave no prompt tokens)."""
         self.model.eval()
         out = np.zeros(len(prompts))
-        rows = sorted((i for i in range(len(prompts)) if len(prompts[i])),
-                      key=lambda i: len(prompts[i]))
+        rows = [i for i in range(len(prompts)) if len(prompts[i])]
         with full_parameters(self.model):
-            for part in micro_batches([len(prompts[i]) for i in rows],
-                                      self.cfg.micro_batch_tokens):
-                idx = [rows[j] for j in part]
-                v = self.model([prompts[i] for i in idx], pad_id=pad_id, amp=amp)
+            for idx in self._chunks(prompts, rows):
+                v = self._forward([prompts[i] for i in idx], pad_id=pad_id, amp=amp)
                 out[idx] = v.double().cpu().numpy()
         return out
 
@@ -149,7 +176,7 @@ class Critic:
             else:
                 chosen = [rows[j] for j in idx]
                 inputs = [prompts[i] for i in chosen]
-            v = self.model(inputs, pad_id=pad_id, amp=amp)
+            v = self._forward(inputs, pad_id=pad_id, amp=amp)
             old = torch.tensor(old_values[chosen] if chosen else [0.0], dtype=torch.float32,
                                device=v.device)
             target = torch.tensor(targets[chosen] if chosen else [0.0], dtype=torch.float32,
@@ -161,9 +188,14 @@ class Critic:
                 totals["clipped"] += float(clipped.sum())
                 totals["rows"] += len(chosen)
 
+        def dedup_split(mb: list[int]) -> list[list[int]]:  # mb: positions in rows
+            where = {rows[j]: j for j in mb}
+            return [[where[i] for i in c] for c in self._chunks(prompts, [rows[j] for j in mb])]
+
         grad_norm = optimizer_steps(
             self.model, self.optimizer, [len(prompts[i]) for i in rows], self.cfg,
-            world=self.world, epoch_seed=epoch_seed, count=len, micro_step=micro_step)
+            world=self.world, epoch_seed=epoch_seed, count=len, micro_step=micro_step,
+            split=dedup_split if self._dedup else None)
         used_old, used_target = old_values[rows], targets[rows]
         var = float(np.var(used_target)) if rows else 0.0
         explained = 1.0 - float(np.var(used_target - used_old)) / var if var > 0 else 0.0

@@ -160,6 +160,11 @@ def test_pack_replies_lays_out_positions_mask_and_predictors():
                                          [1, 1, 1, 0, 0, 0], [1, 1, 1, 1, 0, 0],
                                          [1, 1, 1, 1, 1, 0], [1, 1, 1, 0, 0, 1]]
     assert pack_replies([1, 2], [[3, 4]])[2] is None  # one reply: plain causal attention
+    # Two replies already need the mask: the second sees the prompt, not the first.
+    _, pos, mask, where = pack_replies([1, 2], [[3], [4, 5]])
+    assert pos.tolist() == [[0, 1, 2, 2, 3]] and [w.tolist() for w in where] == [[0], [0, 2]]
+    assert mask[0, 0].int().tolist() == [[1, 0, 0, 0, 0], [1, 1, 0, 0, 0], [1, 1, 1, 0, 0],
+                                         [1, 1, 0, 1, 0], [1, 1, 0, 1, 1]]
 
 
 def test_packed_micro_batches_count_a_shared_prompt_once_and_keep_its_rows_together():
@@ -172,8 +177,12 @@ def test_packed_micro_batches_count_a_shared_prompt_once_and_keep_its_rows_toget
     # b's 7 (23); the other prompt of 10 does not.
     assert packed_micro_batches(prompts, replies, 24) == [[1, 2, 0, 4], [3]]
     assert packed_micro_batches(prompts, replies, 1) == [[1], [2], [0], [4], [3]]
-    chunks = packed_micro_batches(prompts, replies, 14)
-    assert sorted(i for c in chunks for i in c) == list(range(5))
+    # A budget is a bound that may be met exactly (23, and 16 after a cut: a's 10 + 1 + 2 +
+    # 3), and a row that opens a micro-batch brings its prompt (15: a + 3 = 13 alone).
+    assert packed_micro_batches(prompts, replies, 23) == [[1, 2, 0, 4], [3]]
+    assert packed_micro_batches(prompts, replies, 22) == [[1, 2, 0], [4], [3]]
+    assert packed_micro_batches(prompts, replies, 16) == [[1], [2, 0, 4], [3]]
+    assert packed_micro_batches(prompts, replies, 15) == [[1], [2, 0], [4], [3]]
     assert packed_micro_batches([], [], 10) == []
     # Under FSDP a micro-batch is one pass: one prompt each, however much room is left.
     assert packed_micro_batches(prompts, replies, 100, one_prompt_each=True) == [

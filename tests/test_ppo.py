@@ -139,3 +139,41 @@ def test_critic_settings_are_checked():
 def test_a_critic_model_with_another_tokenizer_is_refused(tmp_path):
     with pytest.raises(ValueError, match="tokenises text differently"):
         train(_ppo_cfg(tmp_path, iterations=1, critic_model="smollm2-135m"))
+
+
+def test_rows_sharing_a_prompt_run_once_and_train_the_critic_as_separate_rows_do():
+    """Packed passes (--pack-prompts on): the copies of a task in one state share a prompt,
+    and the critic runs it once for all of them. Their values are the padded passes', and the
+    update moves the critic as the padded update does (each row's loss still counts)."""
+    model, tok = load_model("tiny")
+    prompts = _prompts(tok)
+    shared = [prompts[0], prompts[2], prompts[0], prompts[4], prompts[2], prompts[0], []]
+    targets = np.array([1.0, -2.0, 0.5, 3.0, -1.0, 2.0, 0.0])
+    start = Critic(model, tok, TrainConfig(model="tiny", algo="ppo"), tok, world=1).model
+    torch.nn.init.normal_(start.head.weight, std=0.5)  # a head that passes gradients back
+    start = {k: v.clone() for k, v in start.state_dict().items()}
+    results = {}
+    for pack in ("off", "on"):
+        cfg = TrainConfig(model="tiny", algo="ppo", pack_prompts=pack, value_clip=10.0,
+                          ppo_epochs=1, num_minibatches=1, micro_batch_tokens=24)
+        critic = Critic(load_model("tiny")[0], tok, cfg, tok, world=1)
+        critic.model.load_state_dict(start)
+        params = [p for p in critic.model.parameters() if p.requires_grad]
+        critic.optimizer = torch.optim.SGD(params, lr=0.05)  # moves as the gradients do
+        rows: list[int] = []
+        hook = critic.model.backbone.register_forward_hook(
+            lambda _m, _a, kw, _o: rows.append(kw["input_ids"].shape[0]), with_kwargs=True)
+        values = critic.values(shared, amp=None, pad_id=tok.pad_token_id)
+        seen_by_values = sum(rows)
+        rows.clear()
+        critic.update(shared, values, targets, epoch_seed=0, amp=None, pad_id=tok.pad_token_id)
+        hook.remove()
+        results[pack] = (critic.model.state_dict(), values, seen_by_values, sum(rows))
+    (off, v_off, values_off, update_off), (on, v_on, values_on, update_on) = results.values()
+    assert (values_off, update_off) == (6, 6)  # every row with a prompt, the empty one not
+    assert (values_on, update_on) == (3, 3)  # each distinct prompt once
+    np.testing.assert_allclose(v_on, v_off, atol=1e-5)
+    assert v_on[0] == v_on[2] == v_on[5] != v_on[1] and v_on[6] == 0.0
+    for name, weight in off.items():
+        torch.testing.assert_close(on[name], weight, atol=2e-5, rtol=1e-4, msg=name)
+    assert max(float((off[k] - start[k]).abs().max()) for k in start) > 1e-3  # it moved
