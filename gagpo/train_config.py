@@ -176,8 +176,9 @@ class TrainConfig:
     pack_prompts: str = arg(
         "auto", "the update's forward passes without padding, each distinct prompt run once "
         "for all the rows that share it (copies of a task in one state with one history): the "
-        "same log-probs up to rounding, on fewer tokens: auto (on a CPU, where padding costs "
-        "as much as tokens) | on | off", choices=["auto", "on", "off"])
+        "same log-probs up to rounding, on fewer tokens (PPO's critic: each distinct prompt "
+        "once): auto (on a CPU, where padding costs as much as tokens) | on | off",
+        choices=["auto", "on", "off"])
     rollout_batch_tokens: int = arg(0, "cache positions per generation pass of the "
                                        "transformers policy: rows x (longest prompt + "
                                        "max_new_tokens); bounds the decoding cache's memory "

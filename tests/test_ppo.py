@@ -162,7 +162,8 @@ def test_rows_sharing_a_prompt_run_once_and_train_the_critic_as_separate_rows_do
         critic.optimizer = torch.optim.SGD(params, lr=0.05)  # moves as the gradients do
         rows: list[int] = []
         hook = critic.model.backbone.register_forward_hook(
-            lambda _m, _a, kw, _o: rows.append(kw["input_ids"].shape[0]), with_kwargs=True)
+            lambda _m, _a, kw, _o, rows=rows: rows.append(kw["input_ids"].shape[0]),
+            with_kwargs=True)
         values = critic.values(shared, amp=None, pad_id=tok.pad_token_id)
         seen_by_values = sum(rows)
         rows.clear()
