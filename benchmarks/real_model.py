@@ -314,8 +314,27 @@ def tables(work: Path, records: Path | None = None) -> str:
 
 
 CURVES = (("train/success", "train success"), ("train/score", "train score"),
-          ("train/invalid_rate", "invalid-action rate"), ("loss/kl", "KL to the warm start"),
-          ("loss/entropy", "entropy (nats/token)"))
+          ("steps/well_formed", "well-formed reply rate"),
+          ("train/invalid_rate", "malformed or rejected steps"),
+          ("loss/kl", "KL to the warm start"), ("loss/entropy", "entropy (nats/token)"))
+
+
+def logged_iterations(folder: Path) -> list[dict[str, Any]]:
+    """A training run's ``metrics.jsonl`` lines, each with ``steps/well_formed``: the share
+    of its iteration's steps whose reply was well formed (the format rate, which the metrics
+    do not log), from the run's step tables as ``gagpo view`` reads them."""
+    from gagpo.run_folder import step_tables
+    from gagpo.viewer.data import iteration_stats
+
+    path = folder / "metrics.jsonl"
+    lines = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    tables = step_tables(folder)
+    for line in lines:
+        stats = iteration_stats(tables[line["iteration"]]) \
+            if line.get("iteration") in tables else None
+        if stats is not None and stats["malformed"] == stats["malformed"]:  # not NaN
+            line["steps/well_formed"] = 1.0 - stats["malformed"]
+    return lines
 
 
 def curves(work: Path, png: Path, run: EnvRun = WEBSHOP, records: Path | None = None) -> bool:
@@ -324,13 +343,16 @@ def curves(work: Path, png: Path, run: EnvRun = WEBSHOP, records: Path | None = 
     iteration."""
     runs = {}
     for algo in run.estimators:
-        path = work / f"{run.prefix}{algo}" / "metrics.jsonl"
-        if not path.exists() and records is not None:
-            path = records / "metrics" / f"{run.prefix}{algo}.jsonl"
-        if path.exists():
-            lines = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-            if lines:
-                runs[algo] = lines
+        folder = work / f"{run.prefix}{algo}"
+        kept = None if records is None else records / "metrics" / f"{run.prefix}{algo}.jsonl"
+        if (folder / "metrics.jsonl").exists():
+            lines = logged_iterations(folder)
+        elif kept is not None and kept.exists():
+            lines = [json.loads(line) for line in kept.read_text().splitlines() if line.strip()]
+        else:
+            continue
+        if lines:
+            runs[algo] = lines
     if not runs:
         return False
     import matplotlib
@@ -338,15 +360,15 @@ def curves(work: Path, png: Path, run: EnvRun = WEBSHOP, records: Path | None = 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, len(CURVES), figsize=(4 * len(CURVES), 3.2))
-    for ax, (key, title) in zip(axes, CURVES, strict=True):
+    fig, axes = plt.subplots(2, len(CURVES) // 2, figsize=(4 * len(CURVES) // 2, 6.4))
+    for ax, (key, title) in zip(axes.flat, CURVES, strict=True):
         for algo, logged in runs.items():
             points = [(r["iteration"], r[key]) for r in logged if key in r]
             if points:
                 ax.plot(*zip(*points, strict=True), marker="o", label=ESTIMATOR_NAMES[algo])
         ax.set_title(title)
         ax.set_xlabel("iteration")
-    axes[0].legend()
+    axes.flat[0].legend()
     fig.suptitle(run.env)
     fig.tight_layout()
     png.parent.mkdir(parents=True, exist_ok=True)
@@ -357,9 +379,10 @@ def curves(work: Path, png: Path, run: EnvRun = WEBSHOP, records: Path | None = 
 
 def keep_records(work: Path, out: Path, s: Settings) -> None:
     """Copy every finished evaluation's summary (``out/evals/<folder>.json``) and every
-    training stage's metrics (``out/metrics/<stage>.jsonl``) into ``out``, so that the table
-    and the curves can be drawn again once ``work`` (weights and all) is gone, and a later
-    report from another ``work`` keeps the rows it did not rerun."""
+    training stage's metrics (``out/metrics/<stage>.jsonl``, with the format rate from its
+    step tables: :func:`logged_iterations`) into ``out``, so that the table and the curves
+    can be drawn again once ``work`` (weights and all) is gone, and a later report from
+    another ``work`` keeps the rows it did not rerun."""
     for st in stages(work, s):
         if st.command[1] == "eval" and st.done_file.exists():
             target = out / "evals" / f"{st.done_file.parent.name}.json"
@@ -368,7 +391,8 @@ def keep_records(work: Path, out: Path, s: Settings) -> None:
         elif st.metrics is not None and st.metrics.exists():
             target = out / "metrics" / f"{st.metrics.parent.name}.jsonl"
             target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_bytes(st.metrics.read_bytes())
+            target.write_text("".join(json.dumps(line) + "\n"
+                                      for line in logged_iterations(st.metrics.parent)))
 
 
 def report(work: Path, out: Path, s: Settings, costs: dict[str, dict[str, float]]) -> str:

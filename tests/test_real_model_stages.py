@@ -3,6 +3,7 @@ the run means (a typo in a flag would only show hours into the run), and the rep
 finished stages and leaves the others marked as not run."""
 
 import json
+import random
 
 import pytest
 
@@ -16,7 +17,9 @@ from benchmarks.real_model import (
     stages,
     table,
 )
+from benchmarks.view_speed import synthetic_table
 from gagpo.cli import build_parser
+from gagpo.run_folder import save_step_table
 from gagpo.train_config import config_from_args
 
 
@@ -110,13 +113,23 @@ def test_a_report_keeps_its_rows_and_curves_once_the_runs_are_gone(tmp_path):
     (work / "eval_rule").mkdir(parents=True)
     (work / "eval_rule" / "summary.json").write_text(
         json.dumps({"by_type": {"all": RULE_ROW}, "seconds": 6}))
-    (work / "gigpo").mkdir()
+    (work / "gigpo" / "steps").mkdir(parents=True)
     logged = [{"iteration": i, "train/success": 0.1 * i, "train/score": 0.3} for i in (1, 2)]
     (work / "gigpo" / "metrics.jsonl").write_text(
         "".join(json.dumps(line) + "\n" for line in logged))
+    # Iteration 1's step table: the format rate, which the metrics do not log, comes from it.
+    table, cols = synthetic_table(random.Random(0), 20, group_size=4, max_t=3)
+    for i, row in enumerate(table.rows):
+        row.well_formed = i % 4 != 0
+    save_step_table(work / "gigpo" / "steps" / "iter_00001.npz", table, cols, False)
     first = report(work, out, Settings(), {})
     assert (out / "evals" / "eval_rule.json").exists()
-    assert (out / "metrics" / "gigpo.jsonl").read_text().count("\n") == 2
+    kept = [json.loads(line) for line in
+            (out / "metrics" / "gigpo.jsonl").read_text().splitlines()]
+    assert [line["iteration"] for line in kept] == [1, 2]
+    share = sum(row.well_formed for row in table.rows) / len(table.rows)
+    assert 0.7 < share < 0.8 and kept[0]["steps/well_formed"] == pytest.approx(share)
+    assert "steps/well_formed" not in kept[1]  # no step table: no figure made up
     (out / "curves.png").unlink()
 
     again = report(tmp_path / "elsewhere", out, Settings(), {})
