@@ -209,10 +209,14 @@ class TrainConfig:
     eval_episodes: int = arg(100, "held-out episodes (the split's first N tasks)", valid=">= 0")
     eval_batch: int = arg(32, "evaluation episodes played together", valid=">= 1")
     save_every: int = arg(1, "checkpoint every k iterations (0: only at the end)", valid=">= 0")
+    max_minutes: float = arg(0.0, "stop after the first iteration that ends past this many "
+                                  "minutes of the process, its checkpoint written and no "
+                                  "final/ model: --resume goes on from there (a job with a "
+                                  "time limit) (0: no limit)", valid=">= 0")
     out_dir: str = arg("runs/gagpo", "folder for metrics, step tables and checkpoints")
     resume: bool = arg(False, "continue from out_dir's last checkpoint; every setting must be "
-                              "the checkpoint's but iterations, out_dir, save_every, the "
-                              "logging ones and backend / ray_address")
+                              "the checkpoint's but iterations, out_dir, save_every, "
+                              "max_minutes, the logging ones and backend / ray_address")
     resume_override: bool = arg(False, "resume even where settings differ from the "
                                        "checkpoint's; the differences are printed and recorded "
                                        "in out_dir/config_changes.jsonl")
@@ -356,6 +360,8 @@ RESUME_MAY_CHANGE: dict[str, str] = {
                   "a run extended (or stopped earlier) trains as one that had that many "
                   "iterations from the start",
     "save_every": "when checkpoints are written",
+    "max_minutes": "where this process stops: a run stopped by it and resumed trains as one "
+                   "that was not",
     "progress": "the progress bar",
     "tensorboard": "where the metrics are also sent",
     "wandb": "where the metrics are also sent",

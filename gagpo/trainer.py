@@ -33,6 +33,7 @@ from gagpo.agents.policies.factory import env_kwargs_for
 from gagpo.common.malloc import return_freed_memory
 from gagpo.critic import Critic, CriticStats
 from gagpo.distributed import (
+    all_reduce_max,
     full_parameters,
     full_state,
     gather_objects,
@@ -287,6 +288,7 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
     from gagpo.agents.rollout import rollout
     from gagpo.envs import env_spec, split_tasks
 
+    began = time.perf_counter()  # --max-minutes counts from here
     env_spec(cfg.env)  # an unknown env fails now, not after the model has loaded
     if cfg.bc_episodes > 0:
         check_teacher_envs(cfg)
@@ -406,6 +408,7 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
     logger = MetricLogger(cfg, out, enabled=rank == 0, start=start)
     my_groups = list(range(rank, cfg.n_groups, world))
     vec = make_vec(cfg, len(my_groups), cfg.group_size, env_kwargs(cfg, cfg.train_split))
+    stopped_at: int | None = None  # the iteration --max-minutes stopped the run after
     bar = tqdm(total=cfg.iterations, initial=start, desc=f"train {cfg.algo}", unit="it",
                disable=not (cfg.progress and rank == 0))
     try:
@@ -467,6 +470,9 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
                             | ({} if values is None else {"critic_value": values}),
                             cfg.keeps_observations())
             last = it + 1 == cfg.iterations
+            # --max-minutes: stop here, checkpoint written, when any rank is past the limit.
+            stop = not last and cfg.max_minutes > 0 and all_reduce_max(
+                float(time.perf_counter() - began > 60 * cfg.max_minutes), world) > 0
             if cfg.eval_episodes > 0 and (last or (cfg.eval_every and (it + 1) % cfg.eval_every
                                                    == 0)):
                 metrics.update(eval_metrics(run_eval("after" if last else f"iter_{it + 1}")))
@@ -478,7 +484,7 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
             rngs = gather_objects(rng_state(policy) | (
                 {"engine_requests": engine.requests_made} if engine is not None else {}), world)
             # Gathering full tensors is a collective under FSDP: every rank takes part.
-            if (last or (cfg.save_every and (it + 1) % cfg.save_every == 0)) and \
+            if (last or stop or (cfg.save_every and (it + 1) % cfg.save_every == 0)) and \
                     (rank == 0 or is_sharded(model)):
                 # Tensors as they are (no clones): a checkpoint must not double the model.
                 payload = {"model": full_state(model, clone=False),
@@ -495,6 +501,13 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
             bar.set_postfix(success=f"{metrics['train/success']:.2f}",
                             len=f"{metrics['train/episode_length']:.1f}")
             bar.update(1)
+            if stop:
+                stopped_at = it + 1
+                if rank == 0:
+                    print(f"stopped after iteration {it + 1} of {cfg.iterations}: "
+                          f"--max-minutes {cfg.max_minutes:g} reached; the checkpoint is in "
+                          f"{out}, and --resume goes on from it")
+                break
     finally:
         bar.close()
         vec.close()
@@ -516,7 +529,9 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
     # there (a run stopped early and ended with ``--resume --iterations K``). A warm start alone
     # (``--iterations 0 --bc-episodes N``) is saved too: later runs start from it
     # (``--model RUN_DIR/final``).
-    if (cfg.iterations > 0 and start <= cfg.iterations) or (state is None and cfg.bc_episodes > 0):
+    # A run that --max-minutes stopped has none: final/ says the run is complete.
+    if stopped_at is None and ((cfg.iterations > 0 and start <= cfg.iterations)
+                               or (state is None and cfg.bc_episodes > 0)):
         save_pretrained(model, tokenizer, out / "final", rank)
     shutdown_distributed()
     return evals

@@ -30,6 +30,7 @@ FIELDS = [f.name for f in dataclasses.fields(TrainConfig)]
 #: The settings a resume may change without changing the run's result: how the process
 #: starts, where the run ends, where it is kept and where its metrics go, where envs run.
 MAY_CHANGE = {"resume", "resume_override", "overwrite", "out_dir", "iterations", "save_every",
+              "max_minutes",
               "progress", "tensorboard", "wandb", "wandb_project", "save_observations",
               "backend", "ray_address", "gradient_checkpointing", "return_freed_memory"}
 
@@ -141,7 +142,8 @@ def test_settings_within_the_table_alone_are_accepted_without_override():
     cfg = TrainConfig(resume=True, iterations=300, out_dir="moved", save_every=5,
                       tensorboard=False, wandb=True, wandb_project="p", progress=False,
                       save_observations=True, backend="ray", ray_address="head:6379",
-                      overwrite=True, gradient_checkpointing="on", return_freed_memory=True)
+                      overwrite=True, gradient_checkpointing="on", return_freed_memory=True,
+                      max_minutes=30)
     diffs = resume_differences(TrainConfig().to_dict(), cfg, 2, 2)
     assert set(diffs) == MAY_CHANGE - {"resume_override"}
     assert check_resume(diffs, cfg, 3) == []

@@ -147,6 +147,28 @@ def test_resume_gives_the_same_parameters_as_an_uninterrupted_run(tmp_path):
         assert len(table[col]) == len(table["group"]) > 0
 
 
+def test_max_minutes_stops_at_an_iteration_checkpoint_and_resume_ends_as_the_whole_run(
+        tmp_path, capsys):
+    """A job with a time limit: --max-minutes stops after the first iteration past it, its
+    checkpoint written even where --save-every would skip it, and no final/ (the run is not
+    complete); --resume then ends as an uninterrupted run does."""
+    whole, split = tmp_path / "whole", tmp_path / "split"
+    train(_tiny_cfg(whole, iterations=3))
+    train(_tiny_cfg(split, iterations=3, save_every=0, max_minutes=1e-6))
+    assert "stopped after iteration 1 of 3: --max-minutes 1e-06 reached" in capsys.readouterr().out
+    assert torch.load(split / "checkpoint.pt", weights_only=False)["iteration"] == 1
+    assert not (split / "final").exists() and (whole / "final").exists()
+    assert len((split / "metrics.jsonl").read_text().splitlines()) == 1
+    train(_tiny_cfg(split, iterations=3, resume=True))  # no limit this time
+    a, b = _params(whole), _params(split)
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    assert (split / "final" / "config.json").exists()
+    # A limit the run does not reach changes nothing.
+    train(_tiny_cfg(tmp_path / "roomy", iterations=3, max_minutes=60))
+    c = _params(tmp_path / "roomy")
+    assert all(torch.equal(a[k], c[k]) for k in a) and (tmp_path / "roomy" / "final").exists()
+
+
 def test_score_mode_with_warm_start_and_evaluation(tmp_path):
     evals = train(_tiny_cfg(tmp_path, mode="score", iterations=1, bc_episodes=2, max_steps=8,
                             eval_episodes=2, eval_batch=2, algo="gigpo", reward="score",
