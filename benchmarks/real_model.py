@@ -27,6 +27,7 @@ admissible-action rate, success and score with 95% intervals, mean episode lengt
     python -m benchmarks.real_model --work runs/real_model --out benchmarks/results/real_model
     python -m benchmarks.real_model --stages expert,rule,warm_start   # some stages only
     python -m benchmarks.real_model --report-only                     # the tables from what is done
+    python -m benchmarks.real_model --max-minutes 90    # a time-limited piece; again to go on
 
 ``--out`` receives the tables (``table.md``), the curves of the RL runs (``curves.png``,
 ``curves_alfworld.png``), the commands of every stage, each stage's time and peak memory
@@ -45,6 +46,7 @@ import shlex
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -235,11 +237,11 @@ def stages(work: Path, s: Settings) -> list[Stage]:
     return env_stages(work, s, WEBSHOP) + env_stages(work, s, ALFWORLD)
 
 
-def run_stage(stage: Stage, log_dir: Path) -> dict[str, float]:
-    """Run one stage's command (its output to ``log_dir/<name>.log``); returns its minutes
-    and its process's peak resident memory."""
+def run_stage(stage: Stage, log_dir: Path, extra: Sequence[str] = ()) -> dict[str, Any]:
+    """Run one stage's command, with ``extra`` flags (its output to ``log_dir/<name>.log``);
+    returns its minutes and its process's peak resident memory."""
     log_dir.mkdir(parents=True, exist_ok=True)
-    cmd = [sys.executable, "-m", "gagpo.cli", *stage.command[1:]]
+    cmd = [sys.executable, "-m", "gagpo.cli", *stage.command[1:], *extra]
     print(f"== {stage.name}: {shlex.join(stage.command)}", flush=True)
     started = time.perf_counter()
     with open(log_dir / f"{stage.name}.log", "a") as log:
@@ -252,11 +254,25 @@ def run_stage(stage: Stage, log_dir: Path) -> dict[str, float]:
                          f"{log_dir / (stage.name + '.log')}")
     peak = usage.ru_maxrss / 2**20  # KiB on Linux
     print(f"   done in {minutes:.1f} min, peak RSS {peak:.2f} GB", flush=True)
-    cost = {"minutes": round(minutes, 2), "peak_rss_gb": round(peak, 2)}
+    cost: dict[str, Any] = {"minutes": round(minutes, 2), "peak_rss_gb": round(peak, 2)}
     if stage.metrics is not None and stage.metrics.exists():
         rows = [json.loads(line) for line in stage.metrics.read_text().splitlines() if line]
         cost["iteration_minutes"] = round(sum(r["time/iteration"] for r in rows) / 60, 2)
+        if not stage.done_file.exists():  # stopped at a checkpoint by --max-minutes
+            cost["status"] = f"stopped after iteration {len(rows)} (--max-minutes); not done"
     return cost
+
+
+def over_budget(stage: Stage, left: float, recorded: dict[str, Any]) -> str | None:
+    """Why ``stage`` should not start with ``left`` minutes of the budget, or None. A
+    training stage stops at a checkpoint in time (``gagpo train --max-minutes``) and resumes;
+    any other stage runs whole, so it starts only if its last recorded minutes fit."""
+    if left <= 0:
+        return "the budget is spent"
+    last = recorded.get(stage.name, {}).get("minutes")
+    if stage.metrics is None and isinstance(last, (int, float)) and last > left:
+        return f"it took {last:.0f} min last time, {left:.0f} min are left"
+    return None
 
 
 # --- the report ----------------------------------------------------------------------------------
@@ -395,7 +411,7 @@ def keep_records(work: Path, out: Path, s: Settings) -> None:
                                       for line in logged_iterations(st.metrics.parent)))
 
 
-def report(work: Path, out: Path, s: Settings, costs: dict[str, dict[str, float]]) -> str:
+def report(work: Path, out: Path, s: Settings, costs: dict[str, dict[str, Any]]) -> str:
     out.mkdir(parents=True, exist_ok=True)
     keep_records(work, out, s)
     text = tables(work, out)
@@ -428,6 +444,12 @@ def main(argv: list[str] | None = None) -> int:
                         help="expert episodes of the warm start (default: 24; 64 with --gpu)")
     parser.add_argument("--gpu", action="store_true",
                         help="one GPU's scale, vLLM sampling (the defaults fit a 2-core CPU)")
+    parser.add_argument("--max-minutes", type=float, default=None,
+                        help="this invocation's time budget: a training stage stops at an "
+                             "iteration checkpoint once it is spent (gagpo train "
+                             "--max-minutes), and another stage starts only if its minutes "
+                             "recorded in --out's stages.json fit in what is left; run the "
+                             "same command again to go on")
     parser.add_argument("--report-only", action="store_true")
     args = parser.parse_args(argv)
     base = GPU if args.gpu else Settings()
@@ -442,15 +464,33 @@ def main(argv: list[str] | None = None) -> int:
         if unknown:
             parser.error(f"unknown stages {unknown}; choose from {names}")
         todo = [st for st in todo if st.name in wanted]
-    costs: dict[str, dict[str, float]] = {}
+    costs: dict[str, dict[str, Any]] = {}
+    recorded = {}
+    if args.out and (args.out / "stages.json").exists():
+        recorded = json.loads((args.out / "stages.json").read_text())
+    began = time.perf_counter()
     if not args.report_only:
         for st in todo:
             if st.done_file.exists():
                 print(f"== {st.name}: done ({st.done_file})", flush=True)
                 continue
-            costs[st.name] = run_stage(st, args.work / "logs")
+            extra: list[str] = []
+            if args.max_minutes is not None:
+                left = args.max_minutes - (time.perf_counter() - began) / 60
+                why = over_budget(st, left, recorded)
+                if why is not None:
+                    print(f"== {st.name}: not started: {why} (--max-minutes "
+                          f"{args.max_minutes:g}); run again to go on", flush=True)
+                    break
+                if st.command[1] == "train":
+                    extra = ["--max-minutes", f"{left:.2f}"]
+            costs[st.name] = run_stage(st, args.work / "logs", extra)
             if args.out:
                 report(args.work, args.out, s, costs)
+            if not st.done_file.exists():
+                print(f"== {st.name}: stopped at a checkpoint by --max-minutes; run again to "
+                      "go on", flush=True)
+                break
     text = report(args.work, args.out, s, costs) if args.out else tables(args.work)
     print(text)
     return 0

@@ -13,6 +13,7 @@ from benchmarks.real_model import (
     WEBSHOP,
     Settings,
     env_stages,
+    over_budget,
     report,
     stages,
     table,
@@ -136,3 +137,17 @@ def test_a_report_keeps_its_rows_and_curves_once_the_runs_are_gone(tmp_path):
     assert again == first and "| rule baseline | 200 |" in again
     assert (out / "curves.png").exists()  # drawn from the kept metrics
     assert not (out / "curves_alfworld.png").exists()  # no ALFWorld run logged anything
+
+
+def test_a_time_budget_starts_no_stage_that_would_not_end_within_it(tmp_path):
+    """--max-minutes: a training stage starts whatever is left (it stops at a checkpoint and
+    resumes); an evaluation, which runs whole, starts only if its recorded minutes fit."""
+    by_name = {st.name: st for st in stages(tmp_path, Settings())}
+    recorded = {"warm_eval": {"minutes": 53.0}, "gigpo": {"minutes": 175.6}}
+    assert over_budget(by_name["warm_eval"], 60, recorded) is None
+    assert over_budget(by_name["warm_eval"], 40, recorded) == (
+        "it took 53 min last time, 40 min are left")
+    assert over_budget(by_name["gigpo"], 40, recorded) is None  # resumable
+    assert over_budget(by_name["grpo_eval"], 1, recorded) is None  # no record: it may start
+    for name in ("gigpo", "warm_eval", "grpo_eval"):
+        assert over_budget(by_name[name], 0, recorded) == "the budget is spent"
