@@ -186,6 +186,11 @@ def train_command(model: str, out: Path, s: Settings, *, algo: str = "gagpo",
                   *(["--generation", "vllm"] if s.vllm else [])]
 
 
+ROOMY = ["--gradient-checkpointing", "off", "--no-return-freed-memory"]
+"""``--roomy``: settings that change a training run's memory and time, never its result
+(``RESUME_MAY_CHANGE``), added after the stage's own (the last of a flag wins)."""
+
+
 @dataclass
 class Stage:
     name: str
@@ -255,6 +260,8 @@ def run_stage(stage: Stage, log_dir: Path, extra: Sequence[str] = ()) -> dict[st
     peak = usage.ru_maxrss / 2**20  # KiB on Linux
     print(f"   done in {minutes:.1f} min, peak RSS {peak:.2f} GB", flush=True)
     cost: dict[str, Any] = {"minutes": round(minutes, 2), "peak_rss_gb": round(peak, 2)}
+    if extra:
+        cost["flags_added"] = shlex.join(extra)
     if stage.metrics is not None and stage.metrics.exists():
         rows = [json.loads(line) for line in stage.metrics.read_text().splitlines() if line]
         cost["iteration_minutes"] = round(sum(r["time/iteration"] for r in rows) / 60, 2)
@@ -450,6 +457,12 @@ def main(argv: list[str] | None = None) -> int:
                              "--max-minutes), and another stage starts only if its minutes "
                              "recorded in --out's stages.json fit in what is left; run the "
                              "same command again to go on")
+    parser.add_argument("--roomy", action="store_true",
+                        help="train without the recipe's memory settings (gradient "
+                             "checkpointing off, glibc's own heap): the same parameters (a "
+                             "resume may switch them), faster updates, a higher peak; for a "
+                             "machine with memory to spare (the memory stages measure the "
+                             "recipe itself)")
     parser.add_argument("--report-only", action="store_true")
     args = parser.parse_args(argv)
     base = GPU if args.gpu else Settings()
@@ -484,6 +497,8 @@ def main(argv: list[str] | None = None) -> int:
                     break
                 if st.command[1] == "train":
                     extra = ["--max-minutes", f"{left:.2f}"]
+            if args.roomy and st.command[1] == "train" and not st.name.startswith("memory_"):
+                extra += ROOMY
             costs[st.name] = run_stage(st, args.work / "logs", extra)
             if args.out:
                 report(args.work, args.out, s, costs)

@@ -10,6 +10,7 @@ import pytest
 from benchmarks.real_model import (
     ALFWORLD,
     GPU,
+    ROOMY,
     WEBSHOP,
     Settings,
     env_stages,
@@ -21,7 +22,7 @@ from benchmarks.real_model import (
 from benchmarks.view_speed import synthetic_table
 from gagpo.cli import build_parser
 from gagpo.run_folder import save_step_table
-from gagpo.train_config import config_from_args
+from gagpo.train_config import RESUME_MAY_CHANGE, config_from_args
 
 
 @pytest.mark.parametrize("settings", [Settings(), GPU], ids=["cpu", "gpu"])
@@ -151,3 +152,17 @@ def test_a_time_budget_starts_no_stage_that_would_not_end_within_it(tmp_path):
     assert over_budget(by_name["grpo_eval"], 1, recorded) is None  # no record: it may start
     for name in ("gigpo", "warm_eval", "grpo_eval"):
         assert over_budget(by_name[name], 0, recorded) == "the budget is spent"
+
+
+def test_roomy_training_changes_memory_and_time_only(tmp_path):
+    """--roomy adds flags after each training stage's own; they must leave the run's result
+    alone (settings a resume may change), or a run switched halfway would be another run."""
+    parser = build_parser()
+    for st in stages(tmp_path, Settings()):
+        if st.command[1] != "train":
+            continue
+        plain = config_from_args(parser.parse_args(st.command[1:])).to_dict()
+        roomy = config_from_args(parser.parse_args([*st.command[1:], *ROOMY])).to_dict()
+        changed = {k for k in plain if plain[k] != roomy[k]}
+        assert changed == {"gradient_checkpointing", "return_freed_memory"}, st.name
+        assert changed <= set(RESUME_MAY_CHANGE)
