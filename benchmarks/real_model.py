@@ -247,7 +247,7 @@ def run_stage(stage: Stage, log_dir: Path, extra: Sequence[str] = ()) -> dict[st
     returns its minutes and its process's peak resident memory."""
     log_dir.mkdir(parents=True, exist_ok=True)
     cmd = [sys.executable, "-m", "gagpo.cli", *stage.command[1:], *extra]
-    print(f"== {stage.name}: {shlex.join(stage.command)}", flush=True)
+    print(f"== {stage.name}: {shlex.join([*stage.command, *extra])}", flush=True)
     started = time.perf_counter()
     with open(log_dir / f"{stage.name}.log", "a") as log:
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
