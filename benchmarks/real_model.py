@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import shlex
 import subprocess
@@ -355,7 +356,7 @@ def logged_iterations(folder: Path) -> list[dict[str, Any]]:
     for line in lines:
         stats = iteration_stats(tables[line["iteration"]]) \
             if line.get("iteration") in tables else None
-        if stats is not None and stats["malformed"] == stats["malformed"]:  # not NaN
+        if stats is not None and not math.isnan(stats["malformed"]):
             line["steps/well_formed"] = 1.0 - stats["malformed"]
     return lines
 

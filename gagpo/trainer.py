@@ -408,7 +408,7 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
     logger = MetricLogger(cfg, out, enabled=rank == 0, start=start)
     my_groups = list(range(rank, cfg.n_groups, world))
     vec = make_vec(cfg, len(my_groups), cfg.group_size, env_kwargs(cfg, cfg.train_split))
-    stopped_at: int | None = None  # the iteration --max-minutes stopped the run after
+    stopped = False  # by --max-minutes, before the last iteration
     bar = tqdm(total=cfg.iterations, initial=start, desc=f"train {cfg.algo}", unit="it",
                disable=not (cfg.progress and rank == 0))
     try:
@@ -502,7 +502,7 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
                             len=f"{metrics['train/episode_length']:.1f}")
             bar.update(1)
             if stop:
-                stopped_at = it + 1
+                stopped = True
                 if rank == 0:
                     print(f"stopped after iteration {it + 1} of {cfg.iterations}: "
                           f"--max-minutes {cfg.max_minutes:g} reached; the checkpoint is in "
@@ -530,8 +530,8 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
     # (``--iterations 0 --bc-episodes N``) is saved too: later runs start from it
     # (``--model RUN_DIR/final``).
     # A run that --max-minutes stopped has none: final/ says the run is complete.
-    if stopped_at is None and ((cfg.iterations > 0 and start <= cfg.iterations)
-                               or (state is None and cfg.bc_episodes > 0)):
+    if not stopped and ((cfg.iterations > 0 and start <= cfg.iterations)
+                        or (state is None and cfg.bc_episodes > 0)):
         save_pretrained(model, tokenizer, out / "final", rank)
     shutdown_distributed()
     return evals
