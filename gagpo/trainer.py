@@ -314,6 +314,8 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
         diffs = resume_differences(state["config"], cfg, len(state["rng"]), world)
         overridden = check_resume(diffs, cfg, start)
         if rank == 0:
+            print(f"resuming {out} from its checkpoint: {start} of {cfg.iterations} iterations "
+                  "done", flush=True)
             if overridden:
                 print(f"--resume-override: going on from iteration {start} with settings "
                       "that differ from the checkpoint's:\n" + "\n".join(overridden))

@@ -160,6 +160,8 @@ def test_max_minutes_stops_at_an_iteration_checkpoint_and_resume_ends_as_the_who
     assert not (split / "final").exists() and (whole / "final").exists()
     assert len((split / "metrics.jsonl").read_text().splitlines()) == 1
     train(_tiny_cfg(split, iterations=3, resume=True))  # no limit this time
+    assert f"resuming {split} from its checkpoint: 1 of 3 iterations done" in \
+        capsys.readouterr().out
     a, b = _params(whole), _params(split)
     assert all(torch.equal(a[k], b[k]) for k in a)
     assert (split / "final" / "config.json").exists()
