@@ -263,12 +263,42 @@ def run_stage(stage: Stage, log_dir: Path, extra: Sequence[str] = ()) -> dict[st
     cost: dict[str, Any] = {"minutes": round(minutes, 2), "peak_rss_gb": round(peak, 2)}
     if extra:
         cost["flags_added"] = shlex.join(extra)
+    if stage.command[1] == "train":
+        folder = Path(stage.command[stage.command.index("--out-dir") + 1])
+        if (digest := trained_digest(folder)) is not None:
+            cost["parameters_sha256"] = digest
     if stage.metrics is not None and stage.metrics.exists():
         rows = [json.loads(line) for line in stage.metrics.read_text().splitlines() if line]
         cost["iteration_minutes"] = round(sum(r["time/iteration"] for r in rows) / 60, 2)
         if not stage.done_file.exists():  # stopped at a checkpoint by --max-minutes
             cost["status"] = f"stopped after iteration {len(rows)} (--max-minutes); not done"
     return cost
+
+
+def trained_digest(folder: Path) -> str | None:
+    """The sha256 of a training run's parameters as its trainer recorded them at its end
+    (``parameter_digests.json``, rank 0's), or None if it has not ended."""
+    path = folder / "parameter_digests.json"
+    return json.loads(path.read_text())[0] if path.exists() else None
+
+
+def warm_start_clash(stage: Stage, work: Path, recorded: dict[str, Any]) -> str | None:
+    """Why ``stage`` must not add to the runs recorded in ``--out``, or None: its warm start
+    (the stage itself, once run, or the one it starts from) has other parameters than the warm
+    start those runs started from. The weights stay on the machine that trained them, so a
+    later piece on another machine trains the warm start again; only the same parameters, bit
+    for bit, keep the estimators' rows comparable."""
+    for name in (f"{r.prefix}warm_start" for r in (WEBSHOP, ALFWORLD)):
+        if stage.name != name and str(work / name / "final") not in stage.command:
+            continue
+        want = recorded.get(name, {}).get("parameters_sha256")
+        have = trained_digest(work / name)
+        if want is not None and have is not None and want != have:
+            return (f"{work / name} holds other parameters (sha256 {have[:16]}...) than the "
+                    f"warm start the recorded runs started from ({want[:16]}...): runs from it "
+                    "would not compare with theirs; give them another --out, or a --work "
+                    "holding that warm start")
+    return None
 
 
 def over_budget(stage: Stage, left: float, recorded: dict[str, Any]) -> str | None:
@@ -488,6 +518,8 @@ def main(argv: list[str] | None = None) -> int:
             if st.done_file.exists():
                 print(f"== {st.name}: done ({st.done_file})", flush=True)
                 continue
+            if (clash := warm_start_clash(st, args.work, recorded)) is not None:
+                raise SystemExit(f"== {st.name}: not started: {clash}")
             extra: list[str] = []
             if args.max_minutes is not None:
                 left = args.max_minutes - (time.perf_counter() - began) / 60
@@ -501,6 +533,8 @@ def main(argv: list[str] | None = None) -> int:
             if args.roomy and st.command[1] == "train" and not st.name.startswith("memory_"):
                 extra += ROOMY
             costs[st.name] = run_stage(st, args.work / "logs", extra)
+            if (clash := warm_start_clash(st, args.work, recorded)) is not None:
+                raise SystemExit(f"== {st.name}: not recorded: {clash}")
             if args.out:
                 report(args.work, args.out, s, costs)
             if not st.done_file.exists():

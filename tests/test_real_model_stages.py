@@ -166,3 +166,31 @@ def test_roomy_training_changes_memory_and_time_only(tmp_path):
         changed = {k for k in plain if plain[k] != roomy[k]}
         assert changed == {"gradient_checkpointing", "return_freed_memory"}, st.name
         assert changed <= set(RESUME_MAY_CHANGE)
+
+
+def test_runs_recorded_from_one_warm_start_take_no_rows_from_another(tmp_path):
+    """The weights stay on the machine that trained them, so a later piece trains the warm
+    start again: the estimators' rows compare only if it has the same parameters, bit for bit.
+    A stage that starts from a warm start with another digest than the one --out recorded is
+    refused before it runs; stages that do not start from it are not."""
+    from benchmarks.real_model import main, warm_start_clash
+
+    work, out = tmp_path / "work", tmp_path / "out"
+    out.mkdir()
+    recorded = {"warm_start": {"minutes": 6.6, "parameters_sha256": "a" * 64}}
+    (out / "stages.json").write_text(json.dumps(recorded))
+    (work / "warm_start" / "final").mkdir(parents=True)
+    (work / "warm_start" / "final" / "config.json").write_text("{}")
+    by_name = {st.name: st for st in stages(work, Settings())}
+    (work / "warm_start" / "parameter_digests.json").write_text(json.dumps(["b" * 64]))
+    for name in ("warm_start", "warm_eval", "gigpo", "memory_1"):
+        assert "bbbbbbbbbbbbbbbb..." in warm_start_clash(by_name[name], work, recorded), name
+    for name in ("rule", "gigpo_eval", "untrained", "alfworld_warm_eval"):
+        assert warm_start_clash(by_name[name], work, recorded) is None, name
+    with pytest.raises(SystemExit, match="gigpo: not started: .* holds other parameters"):
+        main(["--work", str(work), "--out", str(out), "--stages", "gigpo"])
+    assert json.loads((out / "stages.json").read_text()) == recorded  # nothing written
+    (work / "warm_start" / "parameter_digests.json").write_text(json.dumps(["a" * 64]))
+    assert all(warm_start_clash(st, work, recorded) is None for st in by_name.values())
+    # No digest recorded (a run from before the driver kept them): nothing to compare.
+    assert warm_start_clash(by_name["gigpo"], work, {}) is None
