@@ -192,5 +192,9 @@ def test_runs_recorded_from_one_warm_start_take_no_rows_from_another(tmp_path):
     assert json.loads((out / "stages.json").read_text()) == recorded  # nothing written
     (work / "warm_start" / "parameter_digests.json").write_text(json.dumps(["a" * 64]))
     assert all(warm_start_clash(st, work, recorded) is None for st in by_name.values())
+    # A digest noted by its first hex digits only.
+    assert warm_start_clash(by_name["gigpo"], work, {"warm_start": {"parameters_sha256": "aaaa"}}
+                            ) is None
+    assert warm_start_clash(by_name["gigpo"], work, {"warm_start": {"parameters_sha256": "ab"}})
     # No digest recorded (a run from before the driver kept them): nothing to compare.
     assert warm_start_clash(by_name["gigpo"], work, {}) is None
