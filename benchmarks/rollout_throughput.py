@@ -59,6 +59,7 @@ import importlib.util
 import itertools
 import os
 import statistics
+import sys
 import tempfile
 import threading
 import time
@@ -182,6 +183,10 @@ class SideBySide:
         self.prompt_lengths += [len(r.prompt_token_ids or []) for r in out]
         self.trie_tokens += trie_tokens([r.prompt_token_ids or [] for r in out])
         self.batch_sizes.append(len(requests))
+        # Progress on stderr (the report is stdout): a full run takes tens of minutes.
+        print(f"call {len(self.batch_sizes)}: {len(requests)} prompts; seconds so far: "
+              + ", ".join(f"{side.name} {side.wall:.0f}" for side in self.sides),
+              file=sys.stderr, flush=True)
         return out
 
 

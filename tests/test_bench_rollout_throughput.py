@@ -14,8 +14,13 @@ def test_rollout_throughput_compares_both_paths_on_the_same_prompts(tmp_path, ca
     figures = rollout_throughput.main(["--model", "tiny", "--tasks", "2", "--copies", "3",
                                        "--max-new-tokens", "4", "--max-steps", "2",
                                        "--out", str(out)])
-    printed = capsys.readouterr().out
+    captured = capsys.readouterr()
+    printed = captured.out
     assert figures is not None and figures["ratio"] > 0
+    # Progress goes to stderr, one line a policy call, and stays out of the report.
+    progress = [line for line in captured.err.splitlines() if line.startswith("call ")]
+    assert progress and progress[0].startswith("call 1: 6 prompts; seconds so far: today ")
+    assert "call 1:" not in (out / "report.txt").read_text()
     assert figures["bound_ratio_free_decode"] > figures["bound_ratio"] > 0
     # The copies' first prompts (2 tasks x 3 copies) at least come from a shared prefill.
     assert figures["shared_share"] >= 6 / 12
