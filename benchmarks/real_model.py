@@ -276,8 +276,9 @@ def run_stage(stage: Stage, log_dir: Path, extra: Sequence[str] = ()) -> dict[st
 
 
 def trained_digest(folder: Path) -> str | None:
-    """The sha256 of a training run's parameters as its trainer recorded them at its end
-    (``parameter_digests.json``, rank 0's), or None if it has not ended."""
+    """The sha256 of a training run's parameters as its trainer recorded them when its last
+    process ended (``parameter_digests.json``, rank 0's; a run stopped by ``--max-minutes``
+    records its checkpoint's), or None if no process has ended."""
     path = folder / "parameter_digests.json"
     return json.loads(path.read_text())[0] if path.exists() else None
 
