@@ -13,7 +13,8 @@ with one seed:
 * fast: the trainer's policy now (:data:`gagpo.trainer.POLICY_BATCH` rows a pass, at least the
   copies): bf16 autocast where ``--bf16 auto`` chooses it (CPUs with native bf16 products),
   identical prompts of a batch prefilled once and like lengths batched together
-  (``share_prefill``), a cache with room reserved for the reply and float32 attention for the
+  (``share_prefill``), a start that several distinct prompts share prefilled once for them
+  all (``share_starts``), a cache with room reserved for the reply and float32 attention for the
   decoded token (``fast_decode``; :mod:`gagpo.agents.policies.kv_cache`).
 
 * vllm (``--sides fast,vllm`` or ``--vllm``; vLLM installed): a vLLM engine in this process
@@ -414,7 +415,7 @@ def measure(args: argparse.Namespace) -> dict[str, float] | None:
     print(f"libraries: {libraries('vllm' in args.sides)}")
     described = {"today": f"float32, policy batch {today_batch}, no shared prefill, DynamicCache",
                  "fast": f"{'bf16 autocast' if amp else 'float32 (--bf16 auto is off here)'}, "
-                         f"policy batch {fast_batch}, shared prefill, reserved cache",
+                         f"policy batch {fast_batch}, shared prefill and starts, reserved cache",
                  "vllm": f"vLLM {'bf16' if amp else 'float32'}, prefix caching, every request "
                          f"of a call at once"}
     print("; ".join(f"{side.name}: {described[side.name]}" for side in sides)

@@ -21,7 +21,7 @@ from gagpo.agents.models import (
 )
 from gagpo.agents.policies import Policy, TransformersPolicy
 from gagpo.agents.policies.base import Reply, Request
-from gagpo.agents.policies.hf import pack_identical
+from gagpo.agents.policies.hf import pack_identical, prefill_plan
 from gagpo.agents.react import ReActAgent
 
 torch.set_num_threads(1)  # 2 threads are 10-25x slower for small models here (stack.md)
@@ -281,6 +281,72 @@ def test_shared_prefill_is_reproducible_under_a_seed(tiny):
         requests_of(*texts)) for seed in (7, 7, 8))
     assert [r.token_ids for r in a] == [r.token_ids for r in b]
     assert [r.token_ids for r in a] != [r.token_ids for r in c]
+
+
+def _trie_tokens(prompts):
+    """Tokens a prefix tree over ``prompts`` holds: what sharing every common start saves."""
+    return len({tuple(p[:k]) for p in prompts for k in range(1, len(p) + 1)})
+
+
+def test_prefill_plan_computes_each_shared_start_once():
+    head, a, b = list(range(40)), list(range(100, 140)), list(range(200, 203))
+    prompts = [head + a + [1], head + a + [2, 3], head + b, [9] * 50, head[:10] + [5],
+               head + a]  # the last is the start of the first two: it keeps a token its own
+    plan = prefill_plan(prompts, min_shared=32)
+    # Every prompt is completed once, by a pass that ends where the prompt does, and every
+    # pass's tokens are those of each prompt below it in the tree.
+    assert sorted(s.completes for s in plan if s.completes is not None) == list(range(6))
+    below = {k: set() for k in range(len(plan))}
+    for k, step in enumerate(plan):
+        if step.completes is not None:
+            assert step.end == len(prompts[step.completes])
+            j = k
+            while j is not None:
+                below[j].add(step.completes)
+                j = plan[j].parent
+        if step.parent is not None:
+            assert plan[step.parent].end == step.start and step.parent < k
+        else:
+            assert step.start == 0
+    for k, step in enumerate(plan):
+        piece = prompts[step.source][step.start:step.end]
+        assert piece and all(prompts[i][step.start:step.end] == piece for i in below[k])
+        assert step.completes is not None or step.end - step.start >= 32
+    # head (40) once, then all of a but its last token (39) once for the three prompts that
+    # share it (the third ends there and keeps a token for its own pass), then each prompt's
+    # rest (1, 2, 3 and b's 3); the prompt sharing only 10 tokens goes alone.
+    assert sum(s.end - s.start for s in plan) == 40 + 39 + (1 + 2 + 3) + 3 + 50 + 11 == 149
+    # A prefix tree of every token holds 12 fewer: the 10-token start (under min_shared) and
+    # a's last token, which the three prompts that end in it each compute.
+    assert _trie_tokens(prompts) == 40 + 40 + 1 + 2 + 3 + 50 + 1 == 149 - 12
+    assert sum(s.end - s.start for s in prefill_plan(prompts, min_shared=200)) == \
+        sum(map(len, prompts))
+
+
+def test_prompts_that_share_a_start_prefill_it_once_and_decode_the_same(tiny):
+    model, tok = tiny
+    task = "find a red pair of running shoes for the customer, size 9, under 60 dollars. " * 2
+    texts = [task + "now: the search page", task + "now: a product page", task + "now: " * 9,
+             PROMPTS[1], task + "now: the search page"]
+    policies = [TransformersPolicy(model, tok, temperature=0, max_new_tokens=12, batch_size=8,
+                                   share_starts=share) for share in (True, False)]
+    shared, whole = (p.act(requests_of(*texts)) for p in policies)
+    assert [r.token_ids for r in shared] == [r.token_ids for r in whole]
+    for a, b in zip(shared, whole, strict=True):
+        torch.testing.assert_close(torch.tensor(a.logprobs), torch.tensor(b.logprobs),
+                                   atol=1e-5, rtol=0)
+        expected = forward_logprobs(model, a.prompt_token_ids, a.token_ids)
+        torch.testing.assert_close(torch.tensor(a.logprobs), expected, atol=1e-4, rtol=0)
+    distinct = list({tuple(r.prompt_token_ids) for r in shared})
+    with_starts, without = (p.stats for p in policies)
+    assert without.prefill_tokens == sum(map(len, distinct))
+    # The three distinct prompts of the task prefill their common start (the template, the
+    # task, "now:") once instead of three times.
+    start = len(os.path.commonprefix([r.prompt_token_ids for r in shared[:3]]))
+    assert start >= 32
+    assert with_starts.prefill_tokens == without.prefill_tokens - 2 * start
+    assert with_starts.prefill_tokens == with_starts.padded_tokens
+    assert with_starts.prefills == without.prefills == 4
 
 
 def test_pack_identical_keeps_identical_prompts_together():

@@ -28,6 +28,12 @@ Prefill alone. On a CPU (``prefill_alone``, with the fast decoding) each distinc
 pass is prefilled by itself, unpadded, and the caches are joined, left-padded, to decode the
 replies together: the same logits as one padded pass, without computing the padding or
 attending under a padding mask (slower than causal attention on a CPU).
+
+Shared starts. Distinct prompts of one task still begin alike: the copies of a task in
+different states share the instructions, the task and the history up to where they parted.
+Prefilled alone, a start shared by several distinct prompts (``MIN_SHARED_START`` tokens or
+more) is computed once and its cache copied for each prompt, whose own tokens continue it
+(:func:`prefill_plan`, a prefix tree): the same logits up to floating-point rounding.
 """
 
 from __future__ import annotations
@@ -50,6 +56,65 @@ from gagpo.agents.prompts import chat_prompt_ids
 from gagpo.common.numbers import check_number
 
 Mode = Literal["generate", "score"]
+
+
+MIN_SHARED_START = 32
+"""Tokens that distinct prompts must share at their start to be prefilled once for all of
+them: a shorter start is not worth a forward pass of its own."""
+
+
+@dataclass(frozen=True)
+class PrefillPass:
+    """One forward pass of a prefill: tokens ``[start, end)`` of ``prompts[source]``, after
+    the cache of pass ``parent`` (which holds their first ``start`` tokens; None: none)."""
+
+    parent: int | None
+    source: int
+    start: int
+    end: int
+    completes: int | None
+    """The prompt whose last logits this pass gives (None: a start that others continue)."""
+
+
+def _common_start(a: Sequence[int], b: Sequence[int]) -> int:
+    n = min(len(a), len(b))
+    i = 0
+    while i < n and a[i] == b[i]:
+        i += 1
+    return i
+
+
+def prefill_plan(prompts: Sequence[Sequence[int]], min_shared: int = MIN_SHARED_START
+                 ) -> list[PrefillPass]:
+    """Forward passes that prefill distinct ``prompts`` computing each start of at least
+    ``min_shared`` tokens that several of them share once: the nodes of a prefix tree, each
+    pass after its parent and each subtree whole (depth first, so that a cache is dropped
+    once its last child has copied it). Every prompt keeps at least its last token for a
+    pass of its own, which gives its logits."""
+    passes: list[PrefillPass] = []
+
+    def split(indices: list[int], base: int, parent: int | None) -> None:
+        # Sorted, prompts that share a start past ``base`` are neighbours.
+        order = sorted(indices, key=lambda i: prompts[i][base:])
+        k = 0
+        while k < len(order):
+            shared, j = len(prompts[order[k]]), k
+            while j + 1 < len(order):
+                common = _common_start(prompts[order[j]], prompts[order[j + 1]])
+                if common - base < min_shared:
+                    break
+                shared, j = min(shared, common), j + 1
+            group = order[k:j + 1]
+            shared = min([shared] + [len(prompts[i]) - 1 for i in group])
+            if len(group) > 1 and shared - base >= min_shared:
+                passes.append(PrefillPass(parent, group[0], base, shared, None))
+                split(group, shared, len(passes) - 1)
+            else:
+                passes.extend(PrefillPass(parent, i, base, len(prompts[i]), i) for i in group)
+            k = j + 1
+
+    split(list(range(len(prompts))), 0, None)
+    return passes
 
 
 def _chunks(n: int, size: int) -> list[range]:
@@ -141,7 +206,8 @@ class GenerationStats:
     prompt_tokens: int = 0
     """Tokens of every prompt answered."""
     prefill_tokens: int = 0
-    """Tokens prefilled, padding excluded."""
+    """Tokens prefilled, padding excluded (prefilled alone, a start that several distinct
+    prompts share counts once)."""
     padded_tokens: int = 0
     """Positions the prefill passes computed: rows x the batch's longest prompt."""
     new_tokens: int = 0
@@ -190,6 +256,8 @@ class TransformersPolicy(Policy):
             plain causal attention: 16 prompts of 600-1,000 tokens prefilled at 313 tokens/s
             in one padded pass and 564 one by one (SmolLM2-135M, float32, 2 threads;
             ``python -m benchmarks.cpu_costs``).
+        share_starts: prefilling alone, compute once a start that several distinct prompts
+            share (see the module docstring); False prefills each prompt whole.
     """
 
     def __init__(
@@ -211,6 +279,7 @@ class TransformersPolicy(Policy):
         share_prefill: bool = True,
         fast_decode: bool = True,
         prefill_alone: bool | None = None,
+        share_starts: bool = True,
     ) -> None:
         if mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}, not {mode!r}")
@@ -241,6 +310,7 @@ class TransformersPolicy(Policy):
             prefill_alone = fast_decode and self.device.type == "cpu"
         # Joining caches needs per-layer caches (transformers >= 4.56).
         self.prefill_alone = prefill_alone and new_cache(0) is not None
+        self.share_starts = share_starts
         self.generator: torch.Generator | None = None
         if seed is not None:
             self.generator = torch.Generator(device=self.device).manual_seed(seed)
@@ -353,10 +423,11 @@ class TransformersPolicy(Policy):
                 started: float, cache: Any) -> list[tuple[list[int], list[float]]]:
         n = len(prompts)
         if self.prefill_alone:
-            logits, cache = self._prefill_alone(unique, cache)
+            logits, cache, computed = self._prefill_alone(unique, cache)
         else:
             logits, cache = self._forward(ids, mask, positions, cache, last_only=True)
             logits = logits[:, -1].float()
+            computed = sum(len(p) for p in unique)
         if len(unique) < n:  # one row per prompt again: each copy gets its own cache rows
             index = torch.tensor(source, device=self.device)
             cache.reorder_cache(index)
@@ -368,8 +439,8 @@ class TransformersPolicy(Policy):
         stats.prefills += len(unique)
         stats.shared_prompts += sum(c for c in Counter(source).values() if c > 1)
         stats.prompt_tokens += sum(len(p) for p in prompts)
-        stats.prefill_tokens += sum(len(p) for p in unique)
-        stats.padded_tokens += sum(map(len, unique)) if self.prefill_alone else ids.numel()
+        stats.prefill_tokens += computed
+        stats.padded_tokens += computed if self.prefill_alone else ids.numel()
         stats.prefill_seconds += decoding - started
         next_pos = positions[:, -1:] + 1
         out_ids: list[list[int]] = [[] for _ in range(n)]
@@ -406,24 +477,40 @@ class TransformersPolicy(Policy):
         stats.decode_seconds += time.perf_counter() - decoding
         return list(zip(out_ids, out_lps, strict=True))
 
-    def _prefill_alone(self, unique: list[list[int]], cache: Any) -> tuple[torch.Tensor, Any]:
-        """Each prompt's last logits and one cache holding every prompt's keys and values,
-        left-padded to the longest (the rows of the padded batch they replace): each prompt is
-        prefilled in a pass of its own, with no padding and no mask."""
+    def _prefill_alone(self, unique: list[list[int]], cache: Any
+                       ) -> tuple[torch.Tensor, Any, int]:
+        """Each prompt's last logits, one cache holding every prompt's keys and values,
+        left-padded to the longest (the rows of the padded batch they replace), and the tokens
+        computed: the passes of :func:`prefill_plan` (with ``share_starts``), each unpadded,
+        with no mask, continuing a copy of its parent's cache."""
         width = max(len(p) for p in unique)
         if cache is None:  # transformers' own cache (``fast_decode=False``)
             from transformers import DynamicCache
 
             cache = DynamicCache()
-        last: list[torch.Tensor] = []
-        layers: list[list[Any]] = []  # per prompt, per layer: (keys, values), None once joined
-        for p in unique:
-            ids = torch.tensor([p], dtype=torch.long, device=self.device)
-            positions = torch.arange(len(p), device=self.device)[None]
-            logits, alone = self._forward(ids, torch.ones_like(ids), positions, new_cache(0),
-                                          last_only=True)
-            last.append(logits[0, -1].float())
-            layers.append([(layer.keys, layer.values) for layer in alone.layers])
+        plan = prefill_plan(unique, MIN_SHARED_START if self.share_starts else width + 1)
+        children = Counter(step.parent for step in plan)
+        starts: dict[int, Any] = {}  # caches of shared starts that children still need
+        last: list[Any] = [None] * len(unique)
+        layers: list[Any] = [None] * len(unique)  # per prompt, per layer: (keys, values)
+        for k, step in enumerate(plan):
+            own = new_cache(0)
+            if step.parent is not None:
+                for index, layer in enumerate(starts[step.parent].layers):
+                    own.update(layer.keys, layer.values, index)  # a copy
+                children[step.parent] -= 1
+                if not children[step.parent]:
+                    del starts[step.parent]
+            ids = torch.tensor([unique[step.source][step.start:step.end]], dtype=torch.long,
+                               device=self.device)
+            positions = torch.arange(step.start, step.end, device=self.device)[None]
+            mask = torch.ones((1, step.end), dtype=torch.long, device=self.device)
+            logits, own = self._forward(ids, mask, positions, own, last_only=True)
+            if step.completes is None:
+                starts[k] = own
+            else:
+                last[step.completes] = logits[0, -1].float()
+                layers[step.completes] = [(layer.keys, layer.values) for layer in own.layers]
         for index in range(len(layers[0])):
             keys = [row[index][0] for row in layers]
             values = [row[index][1] for row in layers]
@@ -431,7 +518,7 @@ class TransformersPolicy(Policy):
                 row[index] = None
             cache.update(_left_padded(keys, width), _left_padded(values, width), index)
             del keys, values
-        return torch.stack(last), cache
+        return torch.stack(last), cache, sum(step.end - step.start for step in plan)
 
     def _next_tokens(self, logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """The next token of each row and its log-prob under log_softmax(logits / T)."""
