@@ -239,6 +239,17 @@ def test_a_batch_mixing_shared_and_unique_prompts(tiny):
                                    atol=1e-5, rtol=0)
 
 
+def assert_same_greedy_replies(model, these, those):
+    """Two ways of prefilling gave the same greedy replies, with the log-probs of one plain
+    forward pass (up to rounding)."""
+    assert [r.token_ids for r in these] == [r.token_ids for r in those]
+    for a, b in zip(these, those, strict=True):
+        torch.testing.assert_close(torch.tensor(a.logprobs), torch.tensor(b.logprobs),
+                                   atol=1e-5, rtol=0)
+        expected = forward_logprobs(model, a.prompt_token_ids, a.token_ids)
+        torch.testing.assert_close(torch.tensor(a.logprobs), expected, atol=1e-4, rtol=0)
+
+
 @pytest.mark.parametrize("fast_decode", [True, False])
 def test_prompts_prefilled_alone_decode_as_one_padded_batch_does(tiny, fast_decode):
     # On a CPU each distinct prompt is prefilled unpadded in a pass of its own and the caches
@@ -250,12 +261,7 @@ def test_prompts_prefilled_alone_decode_as_one_padded_batch_does(tiny, fast_deco
                                    fast_decode=fast_decode, prefill_alone=alone)
                 for alone in (True, False)]
     alone, padded = (p.act(requests_of(*texts)) for p in policies)
-    assert [r.token_ids for r in alone] == [r.token_ids for r in padded]
-    for a, b in zip(alone, padded, strict=True):
-        torch.testing.assert_close(torch.tensor(a.logprobs), torch.tensor(b.logprobs),
-                                   atol=1e-5, rtol=0)
-        expected = forward_logprobs(model, a.prompt_token_ids, a.token_ids)
-        torch.testing.assert_close(torch.tensor(a.logprobs), expected, atol=1e-4, rtol=0)
+    assert_same_greedy_replies(model, alone, padded)
     stats = [p.stats for p in policies]
     assert stats[0].prefill_tokens == stats[1].prefill_tokens == stats[0].padded_tokens
     assert stats[1].padded_tokens == 5 * max(len(r.prompt_token_ids) for r in alone)
@@ -331,12 +337,7 @@ def test_prompts_that_share_a_start_prefill_it_once_and_decode_the_same(tiny):
     policies = [TransformersPolicy(model, tok, temperature=0, max_new_tokens=12, batch_size=8,
                                    share_starts=share) for share in (True, False)]
     shared, whole = (p.act(requests_of(*texts)) for p in policies)
-    assert [r.token_ids for r in shared] == [r.token_ids for r in whole]
-    for a, b in zip(shared, whole, strict=True):
-        torch.testing.assert_close(torch.tensor(a.logprobs), torch.tensor(b.logprobs),
-                                   atol=1e-5, rtol=0)
-        expected = forward_logprobs(model, a.prompt_token_ids, a.token_ids)
-        torch.testing.assert_close(torch.tensor(a.logprobs), expected, atol=1e-4, rtol=0)
+    assert_same_greedy_replies(model, shared, whole)
     distinct = list({tuple(r.prompt_token_ids) for r in shared})
     with_starts, without = (p.stats for p in policies)
     assert without.prefill_tokens == sum(map(len, distinct))
