@@ -82,16 +82,11 @@ ENV = "WebShop-v0"
 def trie_tokens(prompts: list[list[int]]) -> int:
     """Tokens a prefix cache over these prompts would prefill: the nodes of their trie (each
     prompt's tokens less its longest common prefix with its neighbour in sorted order)."""
+    from gagpo.agents.policies.hf import common_start
+
     ordered = sorted(tuple(p) for p in prompts)
-    total = sum(len(p) for p in ordered)
-    for a, b in itertools.pairwise(ordered):
-        common = 0
-        for x, y in zip(a, b, strict=False):
-            if x != y:
-                break
-            common += 1
-        total -= common
-    return total
+    return sum(len(p) for p in ordered) - sum(
+        common_start(a, b) for a, b in itertools.pairwise(ordered))
 
 
 class PeakRSS:

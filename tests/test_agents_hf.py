@@ -12,6 +12,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from benchmarks.rollout_throughput import trie_tokens
 from gagpo.agents.models import (
     TAG_TOKENS,
     build_tiny_model,
@@ -289,11 +290,6 @@ def test_shared_prefill_is_reproducible_under_a_seed(tiny):
     assert [r.token_ids for r in a] != [r.token_ids for r in c]
 
 
-def _trie_tokens(prompts):
-    """Tokens a prefix tree over ``prompts`` holds: what sharing every common start saves."""
-    return len({tuple(p[:k]) for p in prompts for k in range(1, len(p) + 1)})
-
-
 def test_prefill_plan_computes_each_shared_start_once():
     head, a, b = list(range(40)), list(range(100, 140)), list(range(200, 203))
     prompts = [head + a + [1], head + a + [2, 3], head + b, [9] * 50, head[:10] + [5],
@@ -324,7 +320,7 @@ def test_prefill_plan_computes_each_shared_start_once():
     assert sum(s.end - s.start for s in plan) == 40 + 39 + (1 + 2 + 3) + 3 + 50 + 11 == 149
     # A prefix tree of every token holds 12 fewer: the 10-token start (under min_shared) and
     # a's last token, which the three prompts that end in it each compute.
-    assert _trie_tokens(prompts) == 40 + 40 + 1 + 2 + 3 + 50 + 1 == 149 - 12
+    assert trie_tokens(prompts) == 40 + 40 + 1 + 2 + 3 + 50 + 1 == 149 - 12
     assert sum(s.end - s.start for s in prefill_plan(prompts, min_shared=200)) == \
         sum(map(len, prompts))
 

@@ -76,7 +76,8 @@ class PrefillPass:
     """The prompt whose last logits this pass gives (None: a start that others continue)."""
 
 
-def _common_start(a: Sequence[int], b: Sequence[int]) -> int:
+def common_start(a: Sequence[int], b: Sequence[int]) -> int:
+    """How many tokens ``a`` and ``b`` share at their start."""
     n = min(len(a), len(b))
     i = 0
     while i < n and a[i] == b[i]:
@@ -100,7 +101,7 @@ def prefill_plan(prompts: Sequence[Sequence[int]], min_shared: int = MIN_SHARED_
         while k < len(order):
             shared, j = len(prompts[order[k]]), k
             while j + 1 < len(order):
-                common = _common_start(prompts[order[j]], prompts[order[j + 1]])
+                common = common_start(prompts[order[j]], prompts[order[j + 1]])
                 if common - base < min_shared:
                     break
                 shared, j = min(shared, common), j + 1
@@ -488,13 +489,15 @@ class TransformersPolicy(Policy):
             from transformers import DynamicCache
 
             cache = DynamicCache()
-        plan = prefill_plan(unique, MIN_SHARED_START if self.share_starts else width + 1)
+        plan = prefill_plan(unique) if self.share_starts else [
+            PrefillPass(None, i, 0, len(p), i) for i, p in enumerate(unique)]
         children = Counter(step.parent for step in plan)
         starts: dict[int, Any] = {}  # caches of shared starts that children still need
         last: list[Any] = [None] * len(unique)
         layers: list[Any] = [None] * len(unique)  # per prompt, per layer: (keys, values)
         for k, step in enumerate(plan):
-            own = new_cache(0)
+            # A continuing pass keeps room for its own tokens: the start is copied once.
+            own = new_cache(0 if step.parent is None else step.end - step.start)
             if step.parent is not None:
                 for index, layer in enumerate(starts[step.parent].layers):
                     own.update(layer.keys, layer.values, index)  # a copy
