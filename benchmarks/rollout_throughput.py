@@ -354,6 +354,7 @@ def measure(args: argparse.Namespace) -> dict[str, float] | None:
     cache_counts = None
     if "vllm" in args.sides:  # built before the first environment (see the vLLM policy)
         os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")  # its INFO lines fill a report
+        os.environ.setdefault("VLLM_LOGGING_STREAM", "ext://sys.stderr")  # not in the report
         from gagpo.agents.policies.vllm import VLLMPolicy
 
         folder = args.model
