@@ -13,9 +13,9 @@ with one seed:
 * fast: the trainer's policy now (:data:`gagpo.trainer.POLICY_BATCH` rows a pass, at least the
   copies): bf16 autocast where ``--bf16 auto`` chooses it (CPUs with native bf16 products),
   identical prompts of a batch prefilled once and like lengths batched together
-  (``share_prefill``), a start that several distinct prompts share prefilled once for them
-  all (``share_starts``), a cache with room reserved for the reply and float32 attention for the
-  decoded token (``fast_decode``; :mod:`gagpo.agents.policies.kv_cache`).
+  (``share_prefill``; a start that several distinct prompts share is not prefilled once for
+  them all: ``share_starts`` measured no faster), a cache with room reserved for the reply and
+  float32 attention for the decoded token (``fast_decode``; :mod:`gagpo.agents.policies.kv_cache`).
 
 * vllm (``--sides fast,vllm`` or ``--vllm``; vLLM installed): a vLLM engine in this process
   with prefix caching, in the fast side's precision, every request of a call at once; its
@@ -409,9 +409,11 @@ def measure(args: argparse.Namespace) -> dict[str, float] | None:
           f"{args.temperature:g}, max_new_tokens {args.max_new_tokens}, {torch_threads} torch "
           f"thread(s); model loaded in {loaded:.1f} s")
     print(f"libraries: {libraries('vllm' in args.sides)}")
+    fast_policy = next((side.policy for side in sides if side.name == "fast"), None)
+    starts = " and starts" if getattr(fast_policy, "share_starts", False) else ""
     described = {"today": f"float32, policy batch {today_batch}, no shared prefill, DynamicCache",
                  "fast": f"{'bf16 autocast' if amp else 'float32 (--bf16 auto is off here)'}, "
-                         f"policy batch {fast_batch}, shared prefill and starts, reserved cache",
+                         f"policy batch {fast_batch}, shared prefill{starts}, reserved cache",
                  "vllm": f"vLLM {'bf16' if amp else 'float32'}, prefix caching, every request "
                          f"of a call at once"}
     print("; ".join(f"{side.name}: {described[side.name]}" for side in sides)
