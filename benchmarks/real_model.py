@@ -141,11 +141,11 @@ GPU = Settings(goals=200, bc_episodes=64, bc_epochs=2, iterations=4, n_groups=8,
 """``--gpu``: the same stages at the scale of one GPU (``scripts/gpu_checks.sh`` runs them)."""
 
 
-def _model_flags(prompt_budget: bool = True) -> list[str]:
-    """A model's reply and prompt settings (a vLLM policy in ``gagpo eval`` counts no prompt
-    budget of ours: it takes none)."""
-    budget = ["--max-prompt-tokens", str(MAX_PROMPT_TOKENS)] if prompt_budget else []
-    return ["--max-new-tokens", str(MAX_NEW_TOKENS), "--history-length", str(HISTORY), *budget]
+def _model_flags() -> list[str]:
+    """A model's reply and prompt settings, the same in training and evaluation (a vLLM policy
+    included: prompts over the budget it was trained with change what it does)."""
+    return ["--max-new-tokens", str(MAX_NEW_TOKENS), "--history-length", str(HISTORY),
+            "--max-prompt-tokens", str(MAX_PROMPT_TOKENS)]
 
 
 def eval_command(policy: str, out: Path, s: Settings, run: EnvRun = WEBSHOP) -> list[str]:
@@ -158,7 +158,7 @@ def eval_command(policy: str, out: Path, s: Settings, run: EnvRun = WEBSHOP) -> 
            "--env-arg", f"max_steps={run.max_steps}",
            "--env-arg", f"max_episode_steps={run.max_steps}", "--out", str(out)]
     if policy not in run.baselines:
-        cmd += _model_flags(prompt_budget=not policy.startswith("vllm:"))
+        cmd += _model_flags()
     return cmd
 
 

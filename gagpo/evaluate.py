@@ -200,10 +200,13 @@ def evaluate(
     # The policy first: a bad spec fails before any env is built, and a vLLM engine starts
     # before WebShop's search imports numba (see gagpo.agents.policies.vllm).
     model_backed = runs_transformers(policy_spec)
+    # A vllm: policy builds its prompts with the model's tokenizer, so the budget counts the
+    # tokens it prefills, as in training (where the trainer's tokenizer counts them).
+    tokenized = model_backed or policy_spec.name.startswith("vllm:")
     if max_prompt_tokens is not None:
         check_number("max_prompt_tokens", max_prompt_tokens, ">= 1", integer=True)
-        if not model_backed:
-            raise ValueError("--max-prompt-tokens counts a transformers model's tokens: "
+        if not tokenized:
+            raise ValueError("--max-prompt-tokens counts a model's tokens: "
                              f"{policy_spec.name!r} has no tokenizer here")
     if batch_tokens is not None and not model_backed:
         raise ValueError("--batch-tokens bounds a transformers model's passes: "

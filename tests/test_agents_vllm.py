@@ -279,6 +279,17 @@ def test_gagpo_eval_with_a_vllm_policy(tmp_path):
     rows = [json.loads(line) for line in (tmp_path / "trajectories.jsonl").read_text().splitlines()]
     assert 2 <= len(rows) <= 4
     assert all(1 <= len(r["token_ids"]) == len(r["logprobs"]) <= 16 for r in rows)
+    # The prompt budget applies as in training: over it, the history goes, oldest first.
+    with_history = [r for r in rows if r["t"] >= 1]
+    assert with_history and all("Your last " in r["prompt"][-1]["content"] for r in with_history)
+    budgeted = tmp_path / "budgeted"
+    run = gagpo_eval("--split", "test", "--episodes", "2", "--batch", "2", "--max-new-tokens",
+                     "16", "--env-arg", "max_episode_steps=2", "--out", str(budgeted),
+                     "--max-prompt-tokens", "1", "--vllm-kwargs", '{"enforce_eager": true}')
+    assert run.returncode == 0, run.stderr[-3000:]
+    rows = [json.loads(line) for line in (budgeted / "trajectories.jsonl").read_text().splitlines()]
+    assert any(r["t"] >= 1 for r in rows)
+    assert not any("Your last " in r["prompt"][-1]["content"] for r in rows)
 
 
 @needs_vllm_engine

@@ -310,3 +310,15 @@ def test_held_out_lines_take_the_callers_names():
     lines = held_out_lines(evals, {"before": "untrained"})
     assert [LINE.fullmatch(s)[1] for s in lines] == ["untrained", "after training"]
     assert held_out_lines({}) == [] and held_out_lines({"bc": {"final_nll": 0.1}}) == []
+
+
+@pytest.mark.parametrize("name", ["openai:some-model", "expert"])
+def test_a_prompt_budget_is_refused_where_no_tokenizer_counts_it(name):
+    """``--max-prompt-tokens`` counts a model's tokens: a served model or a scripted policy has
+    no tokenizer here, so the budget is refused before anything runs (a vllm: policy has one)."""
+    from gagpo.agents.policies.factory import PolicySpec
+    from gagpo.evaluate import evaluate
+
+    with pytest.raises(ValueError, match="has no tokenizer here"):
+        evaluate("WebShop-v0", PolicySpec(name), episodes=1, max_prompt_tokens=100,
+                 progress=False)
