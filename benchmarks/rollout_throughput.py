@@ -409,8 +409,8 @@ def measure(args: argparse.Namespace) -> dict[str, float] | None:
           f"{args.temperature:g}, max_new_tokens {args.max_new_tokens}, {torch_threads} torch "
           f"thread(s); model loaded in {loaded:.1f} s")
     print(f"libraries: {libraries('vllm' in args.sides)}")
-    fast_policy = next((side.policy for side in sides if side.name == "fast"), None)
-    starts = " and starts" if getattr(fast_policy, "share_starts", False) else ""
+    fast = bench.side("fast")
+    starts = " and starts" if fast is not None and fast.policy.share_starts else ""
     described = {"today": f"float32, policy batch {today_batch}, no shared prefill, DynamicCache",
                  "fast": f"{'bf16 autocast' if amp else 'float32 (--bf16 auto is off here)'}, "
                          f"policy batch {fast_batch}, shared prefill{starts}, reserved cache",
