@@ -63,7 +63,7 @@ def decode_step(model: Any, rows: int, context: int, steps: int = 8,
     step in matrix products and in attention."""
     import torch
 
-    from gagpo.agents.policies.kv_cache import decode_attention, new_cache
+    from gagpo.agents.policies.kv_cache import cache_keyword, decode_attention, new_cache
 
     generator = torch.Generator().manual_seed(0)
     vocab = min(10_000, model.config.vocab_size)
@@ -72,15 +72,16 @@ def decode_step(model: Any, rows: int, context: int, steps: int = 8,
     times: list[float] = []
     split: dict[str, float] = {}
     with torch.no_grad(), decode_attention(model):
-        cache = model(input_ids=prompt, use_cache=True, past_key_values=new_cache(steps + 1),
-                      logits_to_keep=1).past_key_values
+        kw = cache_keyword(model)
+        cache = model(input_ids=prompt, use_cache=True, logits_to_keep=1,
+                      **{kw: new_cache(steps + 1)}).past_key_values
         cache.batch_repeat_interleave(rows)
         mask = torch.ones(rows, context + 1, dtype=torch.long)
         positions = torch.full((rows, 1), context)
         for _ in range(steps):
             started = time.perf_counter()
             model(input_ids=tokens, attention_mask=mask, position_ids=positions,
-                  use_cache=True, past_key_values=cache)
+                  use_cache=True, **{kw: cache})
             times.append(time.perf_counter() - started)
             cache.crop(-1)  # the same step again: the same context
         if profile:
@@ -89,7 +90,7 @@ def decode_step(model: Any, rows: int, context: int, steps: int = 8,
             with torch_profile() as prof:
                 for _ in range(3):
                     model(input_ids=tokens, attention_mask=mask, position_ids=positions,
-                          use_cache=True, past_key_values=cache)
+                          use_cache=True, **{kw: cache})
                     cache.crop(-1)
             for event in prof.key_averages():
                 kind = "products" if event.key in ("aten::mm", "aten::addmm") else \

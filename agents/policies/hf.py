@@ -58,7 +58,7 @@ import torch.nn.functional as F
 
 from gagpo.agents.parser import fill_template, is_template
 from gagpo.agents.policies.base import MODES, Policy, Reply, Request
-from gagpo.agents.policies.kv_cache import decode_attention, new_cache
+from gagpo.agents.policies.kv_cache import cache_keyword, decode_attention, new_cache
 from gagpo.agents.prompts import chat_prompt_ids
 from gagpo.common.numbers import check_number
 
@@ -327,9 +327,8 @@ class TransformersPolicy(Policy):
         if self.pad_id is None:
             self.pad_id = tokenizer.eos_token_id
         self.eos_ids = self._eos_ids()
-        # transformers 5 renamed ``past_key_values`` to ``cache``; support both spellings.
+        self._cache_kw = cache_keyword(model)
         params = inspect.signature(model.forward).parameters
-        self._cache_kw = "cache" if "cache" in params else "past_key_values"
         self._keep_last = "logits_to_keep" in params
 
     def _eos_ids(self) -> set[int]:

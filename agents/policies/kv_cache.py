@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import inspect
 import logging
 from collections.abc import Iterator
 from typing import Any
@@ -120,6 +121,13 @@ def new_cache(reserve: int) -> Any:
     if DynamicLayer is None:
         return None
     return Cache(layer_class_to_replicate=functools.partial(ReservedLayer, reserve))
+
+
+def cache_keyword(model: Any) -> str:
+    """The name under which ``model``'s forward pass takes a cache: transformers 5 renamed
+    ``past_key_values`` to ``cache`` (and warns about the old name)."""
+    return "cache" if "cache" in inspect.signature(model.forward).parameters \
+        else "past_key_values"
 
 
 def _decode_attention(module: torch.nn.Module, query: torch.Tensor, key: torch.Tensor,
