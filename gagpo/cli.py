@@ -1,9 +1,10 @@
 """The ``gagpo`` command line: ``gagpo serve webshop``, ``gagpo eval``, ``gagpo train``,
-``gagpo demo``, ``gagpo view``."""
+``gagpo demo``, ``gagpo view``, ``gagpo export``."""
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 import sys
 
@@ -40,6 +41,17 @@ def _train(args: argparse.Namespace) -> int:
         print(f"\nHeld-out success (95% Wilson interval), {cfg.eval_episodes} episodes each "
               f"(also in {cfg.out_dir}/evals.json):")
         print("\n".join(lines))
+    return 0
+
+
+def _export(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from gagpo.export import export_checkpoint
+
+    record = export_checkpoint(Path(args.run), Path(args.out))
+    print(f"{args.out}: {args.run}'s model after iteration {record['iteration']} "
+          f"(parameters sha256 {record['parameters_sha256'][:16]}...)")
     return 0
 
 
@@ -171,6 +183,14 @@ def build_parser() -> argparse.ArgumentParser:
         tr.add_argument("--config", default=None, help="TOML or JSON file of settings")
         add_arguments(tr)
         tr.set_defaults(func=_train)
+
+    export = sub.add_parser(
+        "export", help="a training run's latest checkpoint as a model folder (eval, train "
+                       "--model and transformers read it), e.g. of a run still going")
+    export.add_argument("run", help="the run's folder (its --out-dir, holding checkpoint.pt)")
+    export.add_argument("--out", required=True, help="a new or empty folder")
+    export.set_defaults(func=_export if importlib.util.find_spec("torch") else
+                        _missing_extras(ImportError("No module named 'torch'")))
 
     demo = sub.add_parser("demo", help="train the tiny model on WebShop on this CPU and print "
                                        "held-out success before and after")

@@ -18,6 +18,7 @@ until they are resharded), and the update gives every rank the same number of mi
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -215,6 +216,16 @@ def full_state(model: Any, trainable_only: bool = True, clone: bool = True
                 for n, t in state.items() if n in names}
     return {n: (p.detach().cpu().clone() if clone else p.detach().cpu())
             for n, p in model.named_parameters() if n in names}
+
+
+def parameters_sha256(model: Any) -> str:
+    """The sha256 of the trained parameters (:func:`full_state`, read in place, in order):
+    equal exactly when two models' trained parameters are the same bit for bit. A collective
+    under FSDP, where rank 0's digest is the gathered model's."""
+    hasher = hashlib.sha256()
+    for t in full_state(model, clone=False).values():  # read in place: no copy of the model
+        hasher.update(t.contiguous().numpy())
+    return hasher.hexdigest()
 
 
 def load_full_state(model: Any, state: dict[str, torch.Tensor]) -> None:

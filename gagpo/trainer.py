@@ -17,7 +17,6 @@ checkpoints, step tables, metrics (:mod:`gagpo.run_folder`).
 
 from __future__ import annotations
 
-import hashlib
 import random
 import time
 from dataclasses import dataclass, fields, replace
@@ -41,6 +40,7 @@ from gagpo.distributed import (
     load_full_state,
     load_optimizer_state,
     optimizer_state,
+    parameters_sha256,
     save_pretrained,
     setup_distributed,
     shard_model,
@@ -516,10 +516,7 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
         logger.close()
     # DDP must leave every rank with the same parameters: check, and record it. (Under FSDP
     # each shard exists once; rank 0 records the digest of the gathered model.)
-    hasher = hashlib.sha256()
-    for t in full_state(model, clone=False).values():  # read in place: no copy of the model
-        hasher.update(t.contiguous().numpy())
-    digest = hasher.hexdigest()
+    digest = parameters_sha256(model)
     digests = [digest] if is_sharded(model) else gather_objects(digest, world)
     if rank == 0:
         write_json(out / "parameter_digests.json", digests, indent=None)

@@ -1,0 +1,67 @@
+"""``gagpo export``: a run's checkpoint as a model folder that evaluation and training read,
+with the parameters the trainer had, for runs that finished and runs that are not done."""
+
+import json
+
+import torch
+
+from gagpo.agents.models import load_model
+from gagpo.cli import main
+from gagpo.trainer import train
+from tests.test_trainer import _params, _tiny_cfg
+
+torch.set_num_threads(1)
+
+
+def _loaded(folder) -> dict[str, torch.Tensor]:
+    return {n: p.detach() for n, p in load_model(str(folder))[0].named_parameters()}
+
+
+def test_export_of_a_finished_run_is_its_final_model(tmp_path, capsys):
+    run = tmp_path / "run"
+    train(_tiny_cfg(run, iterations=2))
+    assert main(["export", str(run), "--out", str(tmp_path / "exported")]) == 0
+    assert "after iteration 2" in capsys.readouterr().out
+    record = json.loads((tmp_path / "exported" / "exported_from.json").read_text())
+    assert record["iteration"] == 2 and record["model"] == "tiny"
+    # the digest a finished run records of its parameters, and the same tensors as final/
+    assert [record["parameters_sha256"]] == json.loads(
+        (run / "parameter_digests.json").read_text())
+    final, exported = _loaded(run / "final"), _loaded(tmp_path / "exported")
+    assert final.keys() == exported.keys()
+    assert all(torch.equal(final[k], exported[k]) for k in final)
+    # ... and evaluation plays it.
+    assert main(["eval", "--env", "WebShop-v0", "--policy", str(tmp_path / "exported"),
+                 "--episodes", "1", "--batch", "1", "--max-new-tokens", "8",
+                 "--env-arg", "max_steps=2", "--out", str(tmp_path / "eval")]) == 0
+    assert (tmp_path / "eval" / "summary.json").exists()
+
+
+def test_export_of_a_run_that_max_minutes_stopped(tmp_path, capsys):
+    """The case export exists for: no final/, only the checkpoint after iteration 1."""
+    run = tmp_path / "run"
+    train(_tiny_cfg(run, iterations=3, max_minutes=1e-6))
+    assert not (run / "final").exists()
+    assert main(["export", str(run), "--out", str(tmp_path / "exported")]) == 0
+    assert json.loads((tmp_path / "exported" / "exported_from.json").read_text())[
+        "iteration"] == 1
+    saved, exported = _params(run), _loaded(tmp_path / "exported")
+    assert all(torch.equal(saved[k], exported[k]) for k in saved)
+    # the run moved away from the model it started from
+    start = _loaded("tiny")
+    assert any(not torch.equal(start[k], exported[k]) for k in saved)
+
+
+def test_export_refuses_a_folder_without_checkpoint_and_a_non_empty_out(tmp_path, capsys):
+    (tmp_path / "empty_run").mkdir()
+    assert main(["export", str(tmp_path / "empty_run"), "--out", str(tmp_path / "x")]) == 2
+    assert "holds no checkpoint.pt" in capsys.readouterr().err
+    assert not (tmp_path / "x").exists()
+    run = tmp_path / "run"
+    train(_tiny_cfg(run, iterations=1))
+    taken = tmp_path / "taken"
+    taken.mkdir()
+    (taken / "notes.txt").write_text("mine")
+    assert main(["export", str(run), "--out", str(taken)]) == 2
+    assert "not an empty folder" in capsys.readouterr().err
+    assert [p.name for p in taken.iterdir()] == ["notes.txt"]
