@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import pickle
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +37,13 @@ def export_checkpoint(run: Path, out: Path) -> dict[str, Any]:
                                 "--save-every iterations)")
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise ValueError(f"{out} exists and is not an empty folder: choose another --out")
-    state = torch.load(ckpt, map_location="cpu", weights_only=False, mmap=True)
+    try:
+        state = torch.load(ckpt, map_location="cpu", weights_only=False, mmap=True)
+    except (RuntimeError, EOFError, pickle.UnpicklingError) as e:
+        raise ValueError(f"{ckpt} is not a checkpoint torch can read ({e})") from e
+    if not isinstance(state, dict) or not {"model", "config", "iteration"} <= state.keys():
+        raise ValueError(f"{ckpt} is not a gagpo training checkpoint (it lacks the model, "
+                         "config or iteration)")
     saved = state["config"]
     cfg = TrainConfig(**{k: saved[k] for k in MODEL_SETTINGS if k in saved},
                       gradient_checkpointing="off")

@@ -65,3 +65,15 @@ def test_export_refuses_a_folder_without_checkpoint_and_a_non_empty_out(tmp_path
     assert main(["export", str(run), "--out", str(taken)]) == 2
     assert "not an empty folder" in capsys.readouterr().err
     assert [p.name for p in taken.iterdir()] == ["notes.txt"]
+
+
+def test_export_refuses_a_damaged_checkpoint(tmp_path, capsys):
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "checkpoint.pt").write_bytes(b"not a checkpoint")
+    assert main(["export", str(run), "--out", str(tmp_path / "x")]) == 2
+    assert "is not a checkpoint torch can read" in capsys.readouterr().err
+    torch.save({"weights": 1}, run / "checkpoint.pt")
+    assert main(["export", str(run), "--out", str(tmp_path / "x")]) == 2
+    assert "is not a gagpo training checkpoint" in capsys.readouterr().err
+    assert not (tmp_path / "x").exists()
