@@ -11,7 +11,6 @@ the digest a finished run records in ``parameter_digests.json``).
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import pickle
 from pathlib import Path
@@ -57,6 +56,6 @@ def export_checkpoint(run: Path, out: Path) -> dict[str, Any]:
     save_pretrained(model, tokenizer, out, rank=0)
     record = {"run": str(run), "iteration": state["iteration"],
               "parameters_sha256": parameters_sha256(model),
-              **{k: dataclasses.asdict(cfg)[k] for k in MODEL_SETTINGS}}
+              **{k: getattr(cfg, k) for k in MODEL_SETTINGS}}
     (out / "exported_from.json").write_text(json.dumps(record, indent=1) + "\n")
     return record
