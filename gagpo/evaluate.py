@@ -247,7 +247,10 @@ def evaluate(
         out_dir.mkdir(parents=True, exist_ok=True)
         (out_dir / "trajectories.jsonl").write_text("")
     started = time.perf_counter()
-    bar = tqdm(total=len(tasks), desc=f"eval {env_id}", unit="ep", disable=not progress)
+    # Episodes end in bursts (a batch's at its step limit): the ETA uses the whole run's rate
+    # (smoothing=0), not a moving average that swings with each burst.
+    bar = tqdm(total=len(tasks), desc=f"eval {env_id}", unit="ep", disable=not progress,
+               smoothing=0)
     batches = play_in_batches(
         policy, agent, tasks, batch=batch,
         new_vec=lambda n: GroupVectorEnv(env_id, n, 1, backend=backend, env_kwargs=env_kwargs),
