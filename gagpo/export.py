@@ -12,13 +12,13 @@ the digest a finished run records in ``parameter_digests.json``).
 from __future__ import annotations
 
 import json
-import pickle
 from pathlib import Path
 from typing import Any
 
 import torch
 
 from gagpo.distributed import load_full_state, parameters_sha256, save_pretrained
+from gagpo.run_folder import load_checkpoint
 from gagpo.train_config import TrainConfig
 
 MODEL_SETTINGS = ("model", "lora_rank", "lora_alpha", "lora_dropout")
@@ -36,13 +36,7 @@ def export_checkpoint(run: Path, out: Path) -> dict[str, Any]:
                                 "--save-every iterations)")
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise ValueError(f"{out} exists and is not an empty folder: choose another --out")
-    try:
-        state = torch.load(ckpt, map_location="cpu", weights_only=False, mmap=True)
-    except (RuntimeError, EOFError, pickle.UnpicklingError) as e:
-        raise ValueError(f"{ckpt} is not a checkpoint torch can read ({e})") from e
-    if not isinstance(state, dict) or not {"model", "config", "iteration"} <= state.keys():
-        raise ValueError(f"{ckpt} is not a gagpo training checkpoint (it lacks the model, "
-                         "config or iteration)")
+    state = load_checkpoint(ckpt, map_location="cpu", mmap=True)
     saved = state["config"]
     cfg = TrainConfig(**{k: saved[k] for k in MODEL_SETTINGS if k in saved},
                       gradient_checkpointing="off")

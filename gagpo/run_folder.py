@@ -184,6 +184,23 @@ def save_checkpoint(path: Path, **payload: Any) -> None:
     atomic_write(path, lambda f: torch.save(payload, f))
 
 
+def load_checkpoint(path: Path, **load_args: Any) -> dict[str, Any]:
+    """What :func:`save_checkpoint` wrote (``load_args`` go to ``torch.load``). A damaged file,
+    or one that is not a gagpo training checkpoint, is a ``ValueError`` that names it."""
+    import pickle
+
+    import torch
+
+    try:
+        state = torch.load(path, weights_only=False, **load_args)
+    except (RuntimeError, EOFError, pickle.UnpicklingError) as e:
+        raise ValueError(f"{path} is not a checkpoint torch can read ({e})") from e
+    if not isinstance(state, dict) or not {"model", "config", "iteration"} <= state.keys():
+        raise ValueError(f"{path} is not a gagpo training checkpoint (it lacks the model, "
+                         "config or iteration)")
+    return state
+
+
 STEP_TABLE_VERSION = 2
 """Version 2 (``version`` in the table) keeps each step's ``reply`` and ``task_type``, and the
 ``observation`` as ``save_observations`` says; version 1 (no ``version``) had neither reply nor

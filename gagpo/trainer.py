@@ -57,6 +57,7 @@ from gagpo.run_folder import (
     MetricLogger,
     earlier_run,
     eval_metrics,
+    load_checkpoint,
     prepare_run_folder,
     record_config_changes,
     rng_state,
@@ -302,8 +303,7 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
     ckpt_path = out / "checkpoint.pt"
     if cfg.return_freed_memory:  # before the checkpoint loads: its tensors are freed below
         return_freed_memory()
-    state = torch.load(ckpt_path, weights_only=False) \
-        if cfg.resume and ckpt_path.exists() else None
+    state = load_checkpoint(ckpt_path) if cfg.resume and ckpt_path.exists() else None
     if not cfg.resume and not cfg.overwrite and earlier_run(out):
         # On every rank alike, before anything runs: a mistyped command must not delete a run.
         raise ValueError(

@@ -77,3 +77,17 @@ def test_export_refuses_a_damaged_checkpoint(tmp_path, capsys):
     assert main(["export", str(run), "--out", str(tmp_path / "x")]) == 2
     assert "is not a gagpo training checkpoint" in capsys.readouterr().err
     assert not (tmp_path / "x").exists()
+
+
+def test_a_resume_from_a_damaged_checkpoint_is_refused_before_the_run_changes(tmp_path, capsys):
+    # The same reader as export's: `gagpo train --resume` names the file instead of a traceback,
+    # and leaves the run's folder as it was.
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "checkpoint.pt").write_bytes(b"not a checkpoint")
+    (run / "metrics.jsonl").write_text('{"iteration": 1}\n')
+    assert main(["train", "--env", "WebShop-v0", "--model", "tiny", "--iterations", "1",
+                 "--out-dir", str(run), "--resume", "--no-progress"]) == 2
+    assert "checkpoint.pt is not a checkpoint torch can read" in capsys.readouterr().err
+    assert sorted(p.name for p in run.iterdir()) == ["checkpoint.pt", "metrics.jsonl"]
+    assert (run / "metrics.jsonl").read_text() == '{"iteration": 1}\n'
