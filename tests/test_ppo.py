@@ -178,3 +178,97 @@ def test_rows_sharing_a_prompt_run_once_and_train_the_critic_as_separate_rows_do
     for name, weight in off.items():
         torch.testing.assert_close(on[name], weight, atol=2e-5, rtol=1e-4, msg=name)
     assert max(float((off[k] - start[k]).abs().max()) for k in start) > 1e-3  # it moved
+
+
+# ---------------------------------------------------------------------------------------------
+# What the critic hands back and what it regresses on, against references computed here.
+
+
+def _shuffled_prompts(tok) -> list[list[int]]:
+    """Prompts of many lengths in no length order, with steps that gave no prompt (an empty
+    one first, so that positions among the rows with prompts are not row ids)."""
+    p = _prompts(tok)
+    return [[], p[3], p[1], p[5], [], p[0], p[2], p[4], p[3]]
+
+
+@pytest.mark.parametrize("pack", ["off", "on"])
+@pytest.mark.parametrize("budget", [16384, 24])
+def test_values_are_each_rows_own_in_the_callers_order(pack, budget):
+    """``values`` sorts and packs prompts into micro-batches; what it returns is row i's V at
+    position i: each prompt's V computed alone by the value model, 0 where no prompt."""
+    model, tok = load_model("tiny")
+    cfg = TrainConfig(model="tiny", algo="ppo", pack_prompts=pack, micro_batch_tokens=budget)
+    critic = Critic(model, tok, cfg, tok, world=1)
+    torch.nn.init.normal_(critic.model.head.weight, std=0.5)  # a head that reads the state
+    prompts = _shuffled_prompts(tok)
+    got = critic.values(prompts, amp=None, pad_id=tok.pad_token_id)
+    critic.model.eval()
+    with torch.no_grad():
+        alone = [float(critic.model([p], pad_id=tok.pad_token_id, amp=None)[0]) if p else 0.0
+                 for p in prompts]
+    np.testing.assert_allclose(got, alone, atol=1e-5)
+    assert got[0] == got[4] == 0.0 and got[1] == pytest.approx(got[8], abs=1e-6)
+    assert len({round(v, 5) for v in got[1:4]}) == 3  # the rows differ: their order shows
+
+
+@pytest.mark.parametrize("pack", ["off", "on"])
+def test_the_update_scores_each_row_against_its_own_target(pack):
+    """One optimizer step, so the loss is taken at V = V_old: value_loss is 1/2 mean (V_old -
+    R)^2 over the rows with a prompt, each against its own R; the explained variance and the
+    mean value are those rows' too (an empty prompt first shifts positions from row ids)."""
+    model, tok = load_model("tiny")
+    cfg = TrainConfig(model="tiny", algo="ppo", pack_prompts=pack, value_clip=10.0,
+                      ppo_epochs=1, num_minibatches=1, micro_batch_tokens=24)
+    critic = Critic(model, tok, cfg, tok, world=1)
+    torch.nn.init.normal_(critic.model.head.weight, std=0.5)
+    torch.nn.init.constant_(critic.model.head.bias, 0.3)
+    prompts = _shuffled_prompts(tok)
+    old = critic.values(prompts, amp=None, pad_id=tok.pad_token_id)
+    targets = np.array([9.0, 1.0, -2.0, 3.0, -7.0, 0.5, -1.0, 2.0, 4.0])  # 9, -7: no prompt
+    stats = critic.update(prompts, old, targets, epoch_seed=0, amp=None,
+                          pad_id=tok.pad_token_id)
+    rows = [i for i, p in enumerate(prompts) if p]
+    v, r = old[rows], targets[rows]
+    assert stats.value_loss == pytest.approx(0.5 * np.mean((v - r) ** 2), rel=1e-4)
+    assert stats.explained_variance == pytest.approx(1 - np.var(r - v) / np.var(r), rel=1e-6)
+    assert stats.value_mean == pytest.approx(np.mean(v), rel=1e-6)
+    assert stats.clip_frac == 0.0  # V = V_old: the clipped term equals the plain one
+
+
+def _lambda_returns(table: dict, value: np.ndarray, gamma: float, lam: float) -> np.ndarray:
+    """R_t = A_t + V(s_t), A_t = delta_t + gamma lam A_{t+1}, delta_t = r_t + gamma V(s_{t+1})
+    - V(s_t) (V = 0 after the last step), one trajectory at a time, in the table's rows."""
+    out = np.zeros(len(value))
+    for traj in set(table["trajectory"].tolist()):
+        rows = sorted(np.flatnonzero(table["trajectory"] == traj), key=lambda i: table["t"][i])
+        next_value = next_adv = 0.0
+        for i in reversed(rows):
+            delta = float(table["reward"][i]) + gamma * next_value - float(value[i])
+            next_adv = delta + gamma * lam * next_adv
+            next_value = float(value[i])
+            out[i] = next_adv + value[i]
+    return out
+
+
+def test_the_trainer_regresses_the_critic_on_the_lambda_return_of_its_values(tmp_path):
+    """A PPO run's second iteration, replayed from its step table: the critic's explained
+    variance and mean value are those of the lambda-return R = GAE(gamma, lam) + V on the
+    critic values the table saved (not the discounted return, not the advantage), with
+    gamma and lam chosen apart so that each wrong target gives another figure."""
+    gamma, lam = 0.8, 0.3
+    train(_ppo_cfg(tmp_path, iterations=2, gamma=gamma, lam=lam, max_steps=4,
+                   critic_lr=3e-2))
+    metrics = [json.loads(x) for x in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    with np.load(tmp_path / "steps" / "iter_00002.npz") as f:
+        table = {k: f[k] for k in f.files}
+    v = table["critic_value"].astype(np.float64)
+    assert len(set(table["trajectory"].tolist())) == 4 and (v != 0).all()
+    assert (table["t"] > 0).any()  # episodes of several steps: lam and gamma both matter
+    R = _lambda_returns(table, v, gamma, lam)
+    second = metrics[1]
+    assert second["critic/explained_variance"] == pytest.approx(
+        1 - np.var(R - v) / np.var(R), rel=1e-4, abs=1e-5)
+    assert second["critic/value_mean"] == pytest.approx(np.mean(v), rel=1e-5)
+    # The other candidates give other figures: the check can tell them apart.
+    G = _lambda_returns(table, np.zeros_like(v), gamma, 1.0)
+    assert abs(1 - np.var(G - v) / np.var(G) - second["critic/explained_variance"]) > 1e-3
