@@ -224,3 +224,36 @@ def test_the_space_folder_and_the_running_server_pass_openenv_validate(served):
     out = subprocess.run([openenv, "validate", space, "--level", "static"],
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 0 and "PASS" in out.stdout, out.stdout + out.stderr
+
+
+@pytest.mark.parametrize("env_id", list(ENVS))
+def test_a_truncated_episode_reads_as_truncated_through_openenvs_clients(env_id):
+    """An episode that hits the step limit: OpenEnv's ``done`` comes with ``truncated`` (not
+    ``terminated``), on the step that hit it and on steps after it, through gagpo's typed
+    client and OpenEnv's generic one, as the same env in this process says."""
+    from openenv.core.generic_client import GenericEnvClient
+
+    bad, _ = ENVS[env_id]
+    limit = 3
+    env = gym.make(env_id, max_steps=limit)
+    env.reset(seed=4, options={"task": 1})
+    want = [env.step(bad)[1:4] for _ in range(limit + 1)]  # (reward, terminated, truncated)
+    env.close()
+    assert [w[1:] for w in want] == [(False, False)] * (limit - 1) + [(False, True)] * 2
+    with running_server(env_id, {"max_steps": limit}, max_sessions=4, idle_timeout=60) as server:
+        with GagpoEnvClient(base_url=server.url).sync() as client:
+            client.reset(task=1, seed=4)
+            got = []
+            for _ in range(limit + 1):
+                r = client.step(bad)
+                o = r.observation
+                assert r.done == o.done == (o.terminated or o.truncated)
+                got.append((r.reward, o.terminated, o.truncated))
+            assert client.state().max_steps == limit
+        assert got == want
+        with GenericEnvClient(base_url=server.url).sync() as client:
+            client.reset(task=1, seed=4)
+            raw = [client.step({"command": bad}) for _ in range(limit)]
+        assert [r.done for r in raw] == [False] * (limit - 1) + [True]
+        assert [(r.observation["terminated"], r.observation["truncated"]) for r in raw] == [
+            w[1:] for w in want[:limit]]
