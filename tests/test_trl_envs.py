@@ -109,3 +109,85 @@ def test_the_trl_example_trains_two_steps_with_grpotrainer_whose_tool_calls_reac
                  for row in logged)
     assert calls > 0, "GRPOTrainer parsed no tool call out of the model's completions"
     assert steps >= 1 and steps == round(calls - failed)
+
+
+def _episodes_with_partial_scores() -> list[tuple[int, list[str]]]:
+    """(task, commands) of WebShop episodes that end in every way a reward must tell apart: a
+    wrong product bought (a score strictly between 0 and 1, not won), the right one (1, won),
+    and one still going (0 so far)."""
+    env = gym.make("WebShop-v0", **EXPERT)
+    out = []
+    for task in (1, 3):
+        _, info = env.reset(seed=0, options={"task": task})
+        search = info["expert_action"]
+        _, _, _, _, info = env.step(search)
+        wrong = next(a for a in info["admissible_actions"]
+                     if a.startswith("click[b0") and a != info["expert_action"])  # a product
+        out.append((task, [search, wrong, "click[Buy Now]"]))
+    _, info = env.reset(seed=0, options={"task": 2})
+    commands, done = [], False
+    while not done:
+        commands.append(info["expert_action"])
+        _, _, term, trunc, info = env.step(commands[-1])
+        done = term or trunc
+    out.append((2, commands))
+    _, info = env.reset(seed=0, options={"task": 4})
+    out.append((4, [info["expert_action"]]))
+    env.close()
+    return out
+
+
+def test_grpotrainer_rewards_each_rollout_with_its_episodes_score_not_its_success(tmp_path):
+    """TRL's own reward path: GRPOTrainer made with ``environment_factory=WebShopTools`` turns
+    ``get_reward`` into a reward column and scores each rollout's environment with it
+    (``_calculate_rewards``). Each rollout's reward is the score a fresh in-process env gives
+    the same commands: 0 < score < 1 for a wrong product bought, 1 for the right one, 0 for an
+    episode not finished."""
+    pytest.importorskip("trl", reason="needs the trl extra: pip install 'gagpo[trl]'")
+    import os
+    from functools import partial
+
+    os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
+    from trl import GRPOConfig, GRPOTrainer
+
+    from gagpo.agents.models import load_model
+
+    spec = importlib.util.spec_from_file_location("trl_grpo_webshop",
+                                                  ROOT / "examples" / "trl_grpo_webshop.py")
+    example = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(example)
+    model, tokenizer = load_model("tiny", device="cpu")
+    example.tool_chat_template(tokenizer)
+    episodes = _episodes_with_partial_scores()
+    n = len(episodes)
+    config = GRPOConfig(output_dir=str(tmp_path), max_steps=1, per_device_train_batch_size=n,
+                        num_generations=n, max_completion_length=16, report_to="none",
+                        use_cpu=True, bf16=False, save_strategy="no", dataloader_num_workers=0)
+    trainer = GRPOTrainer(model=model, processing_class=tokenizer, args=config,
+                          train_dataset=example.dataset(2),
+                          environment_factory=partial(WebShopTools))
+    column = trainer.reward_func_names.index("WebShopTools")
+    # The rollouts: each a tools instance that played its episode through the tools.
+    rollouts, want = [], []
+    for task, commands in episodes:
+        tools = WebShopTools()
+        tools.reset(task=task, seed=0)
+        for command in commands:
+            call_for(tools, command)
+        rollouts.append(tools)
+        replay = gym.make("WebShop-v0")
+        _, info = replay.reset(seed=0, options={"task": task})
+        for command in commands:
+            _, _, _, _, info = replay.step(command)
+        want.append((info["score"], info["won"]))
+        replay.close()
+    scores = [s for s, _ in want]
+    assert any(0.0 < s < 1.0 for s in scores) and 1.0 in scores and scores[-1] == 0.0
+    trainer.environments = rollouts
+    prompt = [{"role": "user", "content": "buy it"}]
+    inputs = [{"prompt": prompt, "task": task, "seed": 0} for task, _ in episodes]
+    completions = [[{"role": "assistant", "content": ""}] for _ in episodes]
+    rewards = trainer._calculate_rewards(inputs, [prompt] * n, completions, [[0]] * n)
+    assert rewards[:, column].tolist() == pytest.approx(scores)
+    for tools in rollouts:
+        tools._shutdown()
