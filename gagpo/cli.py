@@ -1,5 +1,5 @@
 """The ``gagpo`` command line: ``gagpo serve webshop``, ``gagpo eval``, ``gagpo train``,
-``gagpo demo``, ``gagpo view``, ``gagpo export``."""
+``gagpo demo``, ``gagpo view``, ``gagpo export``, ``gagpo compare``."""
 
 from __future__ import annotations
 
@@ -59,6 +59,15 @@ def _view(args: argparse.Namespace) -> int:
     from gagpo.viewer import main as view
 
     return view(args=args)
+
+
+def _compare(args: argparse.Namespace) -> int:
+    from gagpo.compare import run_compare
+
+    labels = None if args.labels is None else args.labels.split(",")
+    run_compare(args.eval_a, args.eval_b, out=args.out, seed=args.seed, n_boot=args.bootstrap,
+                labels=labels)
+    return 0
 
 
 def _missing_extras(error: ImportError):
@@ -199,6 +208,25 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--out-dir", default="runs/demo", help="where the run's files go")
     demo.add_argument("--quick", action="store_true", help="a 1-minute smoke version")
     demo.set_defaults(func=_demo)
+
+    cmp = sub.add_parser(
+        "compare", help="two evaluations of the same goals, paired: B - A with 95%% intervals",
+        description="Pair the episodes of two evaluations by goal and print B - A of success, "
+                    "score and the step rates, with 95% intervals (paired t and paired "
+                    "bootstrap over goals; step rates' intervals resample whole episodes) and "
+                    "an exact sign test, as a markdown table.")
+    for name in ("eval_a", "eval_b"):
+        cmp.add_argument(name, metavar=name.upper(),
+                         help="a gagpo eval --out folder, or its trajectories.jsonl or "
+                              "summary.json")
+    cmp.add_argument("--out", default=None, metavar="FILE.json",
+                     help="also write the comparison as JSON")
+    cmp.add_argument("--seed", type=int, default=0, help="the bootstrap's seed")
+    cmp.add_argument("--bootstrap", type=int, default=10_000, metavar="N",
+                     help="bootstrap resamples")
+    cmp.add_argument("--labels", default=None, metavar="A,B",
+                     help="names of the two sides in the table (default: their folders' names)")
+    cmp.set_defaults(func=_compare)
 
     from gagpo.viewer import build_parser as view_parser
 

@@ -1,0 +1,285 @@
+"""``gagpo compare`` (gagpo.compare): what a reader of its table relies on.
+
+- B - A of success and score is the mean of per-goal differences on the goals both sides
+  played (a goal played several times on one side averaged first); its 95% t interval is
+  mean -+ t(0.975, n-1) * sd / sqrt(n), checked against a hand computation and t tables.
+- The paired bootstrap interval resamples goals, covers the true difference about 95% of the
+  time, and one seed gives one interval.
+- The exact sign test's p-value is the two-sided binomial(n, 1/2) tail of the discordant goals.
+- A step rate's interval resamples whole episodes: where an episode's steps move together it is
+  much wider than a Wilson interval over steps (too narrow there), and close to it where steps
+  are independent.
+- Goals in only one evaluation are counted and left out; no common goal is an error.
+- ``gagpo compare`` on two real ``gagpo eval --out`` folders prints the markdown table with the
+  numbers ``gagpo eval`` itself reports; unusable inputs exit 2 with a message, no traceback.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from gagpo.compare import (
+    Episode,
+    Evaluation,
+    compare,
+    episode_ratio_interval,
+    paired_bootstrap_mean,
+    paired_t,
+    sign_test,
+    t_quantile,
+    t_two_sided_p,
+)
+from gagpo.evaluate import wilson
+
+ROOT = Path(__file__).resolve().parents[1]
+REAL_EVALS = ROOT / "benchmarks" / "results" / "real_model" / "bf16_run" / "evals"
+
+# Student's t 0.975 quantiles from printed tables.
+T_TABLE = {1: 12.7062, 4: 2.7764, 9: 2.2622, 29: 2.0452}
+
+
+def ep(goal: str, won: bool = False, score: float = 0.0, steps: int = 4,
+       well_formed: int | None = None, admissible: int | None = None) -> Episode:
+    return Episode(goal=goal, task_type="t", won=won, score=score, steps=steps,
+                   well_formed=steps if well_formed is None else well_formed,
+                   admissible=steps if admissible is None else admissible)
+
+
+def side(label: str, episodes: list[Episode]) -> Evaluation:
+    return Evaluation(label, Path(label), tuple(episodes), {})
+
+
+def test_t_quantiles_and_p_values_match_the_tables():
+    for df, q in T_TABLE.items():
+        assert t_quantile(0.975, df) == pytest.approx(q, abs=1e-4)
+    assert t_two_sided_p(2.228, 10) == pytest.approx(0.05, abs=1e-4)  # t(0.975, 10) = 2.228
+    assert t_two_sided_p(0.0, 7) == pytest.approx(1.0)
+    # With many degrees of freedom t is the normal: P(|Z| > 1.96) = 0.05.
+    assert t_two_sided_p(1.959964, 100_000) == pytest.approx(0.05, abs=1e-4)
+
+
+def test_paired_difference_and_t_interval_by_hand():
+    # Five goals. Scores: A 0.2 0.5 1.0 0.0 0.6, B 0.4 0.5 1.0 0.5 1.0: d = .2 0 0 .5 .4.
+    # mean .22; squared deviations .0004 .0484 .0484 .0784 .0324 sum to .208; sd = sqrt(.052)
+    # = .228035; se = sd / sqrt(5) = .101980; half width t(0.975, 4) * se = 2.776445 * .101980
+    # = .283142.
+    a_won, b_won = [0, 1, 0, 0, 1], [1, 1, 0, 1, 0]
+    a_score, b_score = [0.2, 0.5, 1.0, 0.0, 0.6], [0.4, 0.5, 1.0, 0.5, 1.0]
+    a = side("A", [ep(f"g{i}", bool(a_won[i]), a_score[i]) for i in range(5)])
+    b = side("B", [ep(f"g{i}", bool(b_won[i]), b_score[i]) for i in range(5)])
+    r = compare(a, b, n_boot=1000)
+    sc = r["score"]
+    assert sc["a"] == pytest.approx(0.46) and sc["b"] == pytest.approx(0.68)
+    assert sc["diff"] == pytest.approx(0.22)
+    assert sc["t_ci95"] == pytest.approx([0.22 - 0.283142, 0.22 + 0.283142], abs=2e-6)
+    # t = .22 / .101980 = 2.1573 on 4 degrees of freedom: between the tables' 0.10 (2.132)
+    # and 0.05 (2.776) two-sided points.
+    assert 0.05 < sc["t_p"] < 0.10
+    # Success: d = 1 0 0 1 -1, mean .2, squared deviations .64 .04 .04 .64 1.44 sum to 2.8,
+    # sd = sqrt(.7); half width 2.776445 * sqrt(.7 / 5) = 1.038851.
+    s = r["success"]
+    assert s["diff"] == pytest.approx(0.2)
+    assert s["t_ci95"] == pytest.approx([0.2 - 1.038851, 0.2 + 1.038851], abs=2e-6)
+    assert s["sign_test"] == {"b_better": 2, "a_better": 1, "ties": 2, "p": 1.0}
+    # And the plain-Python formula agrees on other data.
+    d = [0.3, -0.1, 0.25, 0.4, 0.0, 0.15, 0.2, -0.05, 0.1, 0.35]
+    half = T_TABLE[9] * statistics.stdev(d) / math.sqrt(len(d))
+    t = paired_t(d)
+    assert (t.lo, t.hi) == pytest.approx((statistics.mean(d) - half, statistics.mean(d) + half),
+                                         abs=1e-4)
+
+
+def test_sign_test_is_the_exact_binomial_tail():
+    # 8 goals only B won, 1 only A won: n = 9, P(X <= 1) = (1 + 9) / 512, doubled.
+    assert sign_test(8, 1) == pytest.approx(20 / 512)
+    assert sign_test(1, 8) == pytest.approx(20 / 512)
+    assert sign_test(0, 6) == pytest.approx(2 / 64)
+    assert sign_test(5, 5) == 1.0 and sign_test(0, 0) == 1.0
+    # Through a comparison: 8 + 1 discordant goals and 3 ties (2 won by both, 1 by neither).
+    a = [ep(f"b{i}", False) for i in range(8)] + [ep("a0", True)] + \
+        [ep("t0", True), ep("t1", True), ep("t2", False)]
+    b = [ep(f"b{i}", True) for i in range(8)] + [ep("a0", False)] + \
+        [ep("t0", True), ep("t1", True), ep("t2", False)]
+    st = compare(side("A", a), side("B", b), n_boot=200)["success"]["sign_test"]
+    assert st == {"b_better": 8, "a_better": 1, "ties": 3, "p": pytest.approx(20 / 512)}
+
+
+def test_paired_bootstrap_covers_the_true_difference_and_is_reproducible():
+    rng = np.random.default_rng(11)
+    true_diff, n_goals, trials, covered = 0.1, 60, 200, 0
+    for k in range(trials):
+        difficulty = rng.uniform(0, 1, n_goals)  # shared by both sides: pairing cancels it
+        a = np.clip(difficulty + rng.normal(0, 0.1, n_goals), 0, None)
+        b = a + true_diff + rng.normal(0, 0.2, n_goals)
+        lo, hi = paired_bootstrap_mean(b - a, n_boot=1000, seed=k)
+        covered += lo <= true_diff <= hi
+    assert 0.88 <= covered / trials <= 0.99  # a 95% interval, with bootstrap's small-n lean
+    d = rng.normal(true_diff, 0.2, 300)
+    one = paired_bootstrap_mean(d, n_boot=2000, seed=5)
+    assert one == paired_bootstrap_mean(d, n_boot=2000, seed=5)
+    assert one != paired_bootstrap_mean(d, n_boot=2000, seed=6)
+    assert one[0] < true_diff < one[1]
+    t = paired_t(d)  # on 300 goals the bootstrap and t intervals nearly agree
+    assert one == pytest.approx((t.lo, t.hi), abs=0.005)
+
+
+def test_episode_bootstrap_is_wider_than_wilson_over_steps_when_steps_move_together():
+    # 60 episodes of 20 steps: in each, every action is admissible or none is (30 and 30). The
+    # 1200 steps are really 60 independent draws: the interval must be about sqrt(20) wider
+    # than a Wilson interval that treats the steps as independent.
+    steps = 20
+    correlated = [ep(f"g{i}", steps=steps, admissible=steps if i % 2 else 0) for i in range(60)]
+    r = compare(side("A", correlated), side("B", correlated), n_boot=4000, seed=1)["admissible"]
+    lo, hi = r["a"]["ci95"]
+    w_lo, w_hi = wilson(600, 1200)
+    assert r["a"]["rate"] == 0.5 and r["a"]["wilson_over_steps_ci95"] == [w_lo, w_hi]
+    assert lo < 0.5 < hi
+    assert (hi - lo) > 3 * (w_hi - w_lo)
+    # Independent steps (each admissible with probability 1/2): the two agree.
+    rng = np.random.default_rng(3)
+    good = rng.binomial(steps, 0.5, 60)
+    e_lo, e_hi = episode_ratio_interval(good, np.full(60, steps), n_boot=4000, seed=1)
+    i_lo, i_hi = wilson(int(good.sum()), 60 * steps)
+    assert 0.7 < (e_hi - e_lo) / (i_hi - i_lo) < 1.4
+
+
+def test_rate_difference_is_paired_over_goals():
+    # Goal i's episodes are long on both sides (a hard goal); B's malformed replies are fewer.
+    a = [ep(f"g{i}", steps=2 + i % 7, well_formed=(2 + i % 7) - 1) for i in range(40)]
+    b = [ep(f"g{i}", steps=2 + i % 7, well_formed=2 + i % 7) for i in range(40)]
+    r = compare(side("A", a), side("B", b), n_boot=2000)["well_formed"]
+    steps = sum(2 + i % 7 for i in range(40))
+    assert r["a"]["rate"] == pytest.approx((steps - 40) / steps)
+    assert r["b"]["rate"] == 1.0 and r["b"]["ci95"] == [1.0, 1.0]
+    assert r["diff"] == pytest.approx(40 / steps)
+    lo, hi = r["bootstrap_ci95"]
+    assert 0 < lo < r["diff"] < hi
+
+
+def test_goals_in_one_side_only_are_left_out_and_repeats_averaged():
+    a = [ep(f"g{i}", won=i % 2 == 0, score=i / 10) for i in range(10)]  # g0..g9
+    b = [ep(f"g{i}", won=True, score=1.0) for i in range(3, 13)]  # g3..g12
+    b.append(ep("g3", won=False, score=0.0))  # g3 twice in B: success .5, score .5
+    r = compare(side("A", a), side("B", b), n_boot=500)
+    assert r["goals"] == {"common": 7, "only_a": 3, "only_b": 3, "repeated_a": 0,
+                          "repeated_b": 1}
+    assert r["episodes"] == [7, 8]
+    # Common goals g3..g9: A won g4 g6 g8 (3 of 7); B's per-goal success 0.5, then 1 x 6.
+    assert r["success"]["a"] == pytest.approx(3 / 7)
+    assert r["success"]["b"] == pytest.approx(6.5 / 7)
+    assert r["success"]["diff"] == pytest.approx(3.5 / 7)
+    assert r["score"]["a"] == pytest.approx(sum(range(3, 10)) / 70)
+    assert r["score"]["b"] == pytest.approx(6.5 / 7)
+    # g3: A lost, B half won: B better; g5, g7, g9 B better; g4 g6 g8 tie (won on both).
+    assert r["success"]["sign_test"]["b_better"] == 4
+    assert r["success"]["sign_test"]["a_better"] == 0
+    json.dumps(r)  # JSON-ready
+
+
+def test_no_common_goal_is_an_error():
+    with pytest.raises(ValueError, match="share no goal"):
+        compare(side("A", [ep("x")]), side("B", [ep("y")]))
+
+
+# ---------------------------------------------------------------------------------------------
+# The command, on what gagpo eval really writes
+
+
+def gagpo(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "gagpo.cli", *args], capture_output=True,
+                          text=True, cwd=ROOT, timeout=120)
+
+
+@pytest.fixture(scope="module")
+def evals(tmp_path_factory) -> dict[str, Path]:
+    """Two policies' evaluations of WebShop's first 10 test goals, and the rule policy's of
+    the train split, written by gagpo eval --out."""
+    from gagpo.cli import main
+
+    root = tmp_path_factory.mktemp("evals")
+    for name, policy, split in (("random", "random", "test"), ("rule", "rule", "test"),
+                                ("rule_train", "rule", "train")):
+        assert main(["eval", "--env", "WebShop-v0", "--policy", policy, "--split", split,
+                     "--episodes", "10", "--batch", "10", "--out", str(root / name)]) == 0
+    return {name: root / name for name in ("random", "rule", "rule_train")}
+
+
+def test_cli_prints_the_table_with_gagpo_evals_own_numbers(evals, tmp_path, capsys):
+    from gagpo.cli import main
+
+    out = tmp_path / "cmp" / "random_vs_rule.json"
+    assert main(["compare", str(evals["random"]), str(evals["rule"] / "summary.json"),
+                 "--out", str(out), "--seed", "3", "--bootstrap", "500",
+                 "--labels", "random,rule"]) == 0
+    printed = capsys.readouterr().out
+    result = json.loads(out.read_text())
+    assert result["goals"] == {"common": 10, "only_a": 0, "only_b": 0, "repeated_a": 0,
+                               "repeated_b": 0}
+    assert result["labels"] == ["random", "rule"] and result["seed"] == 3
+    # Each side's success, score and step rates are those gagpo eval reported for it.
+    for i, name in enumerate(("random", "rule")):
+        summary = json.loads((evals[name] / "summary.json").read_text())["by_type"]["all"]
+        key = "ab"[i]
+        assert result["success"][key] == pytest.approx(summary["success"])
+        assert result["score"][key] == pytest.approx(summary["score"])
+        for rate in ("well_formed", "admissible"):
+            assert result[rate][key]["rate"] == pytest.approx(summary[rate])
+            assert result[rate][key]["wilson_over_steps_ci95"] == \
+                pytest.approx(summary[f"{rate}_ci95"])
+    lines = printed.strip().splitlines()
+    table = [line for line in lines if line.startswith("|")]
+    assert table[0] == "| metric | A: random | B: rule | B - A [95% CI] | p or note |"
+    assert [row.split(" | ")[0] for row in table[2:]] == [
+        "| success %", "| score x100", "| well-formed replies %", "| admissible actions %"]
+    s = result["success"]
+    assert table[2].startswith(f"| success % | {100 * s['a']:.1f} | {100 * s['b']:.1f} | "
+                               f"{100 * s['diff']:+.1f} [")
+    assert f"B better on {s['sign_test']['b_better']} goals" in table[2]
+    # The folder, its summary.json and its trajectories.jsonl name one evaluation; a seed, one
+    # result.
+    again = tmp_path / "again.json"
+    assert main(["compare", str(evals["random"] / "trajectories.jsonl"), str(evals["rule"]),
+                 "--out", str(again), "--seed", "3", "--bootstrap", "500",
+                 "--labels", "random,rule"]) == 0
+    assert json.loads(again.read_text()) == result
+
+
+def test_cli_errors_exit_2_with_a_message(evals, tmp_path, capsys):
+    from gagpo.cli import main
+
+    summary_only = tmp_path / "summary_only"
+    summary_only.mkdir()
+    shutil.copy(evals["rule"] / "summary.json", summary_only / "summary.json")
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    (empty / "trajectories.jsonl").write_text("")
+    cases = [
+        ((str(tmp_path / "nowhere"), str(evals["rule"])), "no such file or folder"),
+        ((str(evals["rule"]), str(evals["rule_train"])), "share no goal"),
+        # A committed evaluation: gagpo eval's summary, copied without its trajectories.
+        ((str(REAL_EVALS / "eval_grpo.json"), str(evals["rule"])), "eval_grpo.json has no "
+                                                                    "per-episode records"),
+        ((str(summary_only), str(evals["rule"])), "summary.json has no per-episode records"),
+        ((str(ROOT / "benchmarks/results/demo/evals.json"), str(evals["rule"])),
+         "held-out summaries"),
+        ((str(empty), str(evals["rule"])), "holds no episode records"),
+        ((str(evals["random"]), str(evals["rule"]), "--labels", "onlyone"), "--labels"),
+        ((str(evals["random"]), str(evals["rule"]), "--bootstrap", "10"), "bootstrap"),
+    ]
+    for args, message in cases:
+        assert main(["compare", *args]) == 2, args  # an uncaught exception would fail here
+        err = capsys.readouterr().err
+        assert err.startswith("gagpo: error:") and message in err, (args, err)
+    # The installed command: a message on stderr, no traceback.
+    done = gagpo("compare", str(REAL_EVALS / "eval_grpo.json"), str(REAL_EVALS / "eval_gagpo.json"))
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert "eval_grpo.json has no per-episode records" in done.stderr
