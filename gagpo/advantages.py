@@ -36,6 +36,13 @@ discounted return of a row and R = sum_t r_t the (undiscounted) return of its ep
 ``gagpo``  V(s) = mean of G_t over the group's rows with key s (the grouped value proxy);
            delta_t = r_t + gamma * V(s_{t+1}) - V(s_t), with V = 0 after the last step;
            A_t = delta_t + gamma * lam * A_{t+1}; then A is normalised over the group's rows.
+           That is the literal reading (``gagpo_variant="paper"``). The default variant,
+           ``"ancestor-td"``, gives a state that no other trajectory of the group visited the
+           value of the trajectory's last state that had one, carried forward
+           (V_t = (V_{t-1} - r_{t-1}) / gamma), so a rollout that left the others still gets
+           its outcome; charges the penalty after normalising; and uses lam = 0.5 and
+           ``norm="mean"`` unless told otherwise. :class:`GagpoVariant` lists the knobs,
+           ``docs/algorithms.md`` the study that chose them.
 ``ppo``    the same GAE on a learned critic's V(s_t) (``value``), one estimate per row, with no
            grouping; A is normalised over the whole batch (verl's PPO whitens the batch's
            advantages), and the critic's regression target is the lambda-return A_t + V(s_t)
@@ -59,7 +66,8 @@ folded into r_t by the caller (``"return"``: it then lowers G of every earlier s
 episode, its return R and the grouped values V(s)), or passed as ``penalty`` (``"step"``, as
 verl-agent does): charged to the offending row alone. Each estimator subtracts it from that
 row's own value before the value is normalised over rows: the row's episode score R - p under
-``episode_stats="rows"``, GiGPO's step return G_t - p, GAGPO's A_t - p. Where the statistics
+``episode_stats="rows"``, GiGPO's step return G_t - p, the literal GAGPO's A_t - p (GAGPO's
+other variants subtract it after normalising, as below). Where the statistics
 are over trajectories (GRPO and GiGPO's episode term under ``"trajectory"``, RLOO), the rows
 hold no value of their own to normalise, so p is subtracted from the row's episode term after
 normalisation (dividing it by a std of penalty-free returns, which is 0 when all returns are
@@ -88,6 +96,7 @@ import numpy as np
 __all__ = [
     "DEFAULT_EPISODE_STATS",
     "DEFAULT_EPSILON",
+    "DEFAULT_GAGPO_VARIANT",
     "DEFAULT_GAMMA",
     "DEFAULT_LAM",
     "DEFAULT_NORM",
@@ -95,12 +104,15 @@ __all__ = [
     "DEFAULT_PENALTY_TARGET",
     "ESTIMATORS",
     "EPISODE_STATS",
+    "GAGPO_VARIANTS",
+    "GagpoVariant",
     "NORMS",
     "Options",
     "PENALTY_TARGETS",
     "Steps",
     "compute_advantages",
     "register_estimator",
+    "resolved_lam_norm",
     "state_groups",
 ]
 
@@ -131,6 +143,59 @@ DEFAULT_PENALTY_TARGET = "step"
 
 
 @dataclass(frozen=True)
+class GagpoVariant:
+    """One reading of GAGPO: which grouped value V(s) its TD errors use, what a row whose state
+    nobody else visited gets, where the invalid-action penalty enters, and an optional episode
+    term. ``docs/algorithms.md`` gives the formulas and the ground-truth study behind the
+    default."""
+
+    value: Literal["group", "others"] = "group"
+    """V(s_t): the mean G over the group's rows in s_t (``"group"``, the row itself included:
+    the paper's proxy), or over the rows of the group's other trajectories in s_t
+    (``"others"``, leave-one-out: a row's baseline never holds its own outcome)."""
+    unshared: Literal["own", "ancestor"] = "own"
+    """A row in a state that no other trajectory of its group visited. ``"own"``: V is the
+    mean of its own trajectory's G there (its own G_t when visited once), so its TD error is 0
+    and, after a rollout leaves the shared states, nothing it does gets outcome credit (the
+    literal reading). ``"ancestor"``: the value of the trajectory's last state that another
+    trajectory visited (its first state at least), carried forward by
+    V_t = (V_{t-1} - r_{t-1}) / gamma, so such rows get their outcome against the value of
+    the state where the rollout left the others."""
+    bootstrap_unshared: bool = False
+    """With ``"ancestor"``: whether GAE still bootstraps (lambda < 1) into a row with no value
+    of its own. False: lambda = 1 there (the carried value is a guess, not an estimate), so
+    A_t = G_t - V_t along such a run."""
+    penalty: Literal["in_norm", "after_norm"] = "in_norm"
+    """Where a row's penalty p enters: ``"in_norm"``, normalise(A - p) (the literal reading:
+    in a group whose returns are all equal the penalty is the only spread, and normalising
+    blows it up to unit size); ``"after_norm"``, normalise(A) - p, as GRPO's trajectory path."""
+    episode_weight: float = 0.0
+    """Weight of GRPO's episode term normalise(R) added to every row (0: none, the paper)."""
+    lam: float | None = None
+    """The variant's GAE lambda where the caller gives none (None: :data:`DEFAULT_LAM`)."""
+    norm: Norm | None = None
+    """The variant's normalisation where the caller gives none (None: :data:`DEFAULT_NORM`)."""
+
+
+GAGPO_VARIANTS: dict[str, GagpoVariant] = {
+    "paper": GagpoVariant(),
+    "penalty-after": GagpoVariant(penalty="after_norm"),
+    "episode": GagpoVariant(penalty="after_norm", episode_weight=1.0),
+    "ancestor": GagpoVariant(unshared="ancestor", penalty="after_norm"),
+    "ancestor-td": GagpoVariant(unshared="ancestor", bootstrap_unshared=True,
+                                penalty="after_norm", lam=0.5, norm="mean"),
+    "others": GagpoVariant(value="others", unshared="ancestor", penalty="after_norm"),
+}
+"""GAGPO's named variants (``--gagpo-variant``). ``"paper"`` is the literal reading of the
+paper's abstract; the others change one or two of :class:`GagpoVariant`'s knobs each."""
+DEFAULT_GAGPO_VARIANT = "ancestor-td"
+"""Chosen on ground truth (``benchmarks/credit_truth.py``): of every variant at lambda
+0.2-1 and both normalisations, the best mean over three MDP shapes of the correlation with the
+exact true advantages and the exact one-step policy gain, on draws the reported tables do not
+use; its lambda (0.5) and normalisation (``"mean"``) came with it."""
+
+
+@dataclass(frozen=True)
 class Options:
     """The estimators' hyper-parameters (see :func:`compute_advantages`)."""
 
@@ -140,6 +205,7 @@ class Options:
     omega: float = DEFAULT_OMEGA
     epsilon: float = DEFAULT_EPSILON
     episode_stats: EpisodeStats = DEFAULT_EPISODE_STATS
+    gagpo_variant: str = DEFAULT_GAGPO_VARIANT
 
 
 # ---------------------------------------------------------------------------------------------
@@ -230,6 +296,7 @@ class Steps:
         value: a learned critic's V(s_t) (None when the caller gave none; PPO needs it).
         last: whether the row is its trajectory's last step.
         steps_left: number of steps after this one in its trajectory (0 on the last step).
+        position: number of steps before this one in its trajectory (0 on the first step).
         traj_group: group id of each trajectory (over trajectories).
     """
 
@@ -284,6 +351,7 @@ class Steps:
         self.last = np.r_[new_traj[1:], True] if n else np.zeros(0, bool)
         ends = np.r_[starts[1:], n] - 1  # index of each trajectory's last row
         self.steps_left = ends[self.traj] - np.arange(n)
+        self.position = np.arange(n) - starts[self.traj] if n else np.zeros(0, np.int64)
         self.state = _pair_ids(group_raw, key_raw)[self.order]
 
     # -- per-row quantities every estimator may need ----------------------------------------
@@ -306,17 +374,37 @@ class Steps:
         """GAGPO's grouped value proxy V(s_t): mean G_t over the rows of the row's step group."""
         return segment_mean(self.returns(gamma), self.state)[self.state]
 
-    def backward(self, x: np.ndarray, c: float) -> np.ndarray:
-        """y_t = x_t + c * y_{t+1} within each trajectory, y = 0 after its last step.
+    def backward(self, x: np.ndarray, c: float | np.ndarray) -> np.ndarray:
+        """y_t = x_t + c_t * y_{t+1} within each trajectory, y = 0 after its last step
+        (``c`` one number, or one per row).
 
         Loops over the horizon, not over rows: pass k updates every row with k steps left at
         once, reading the row after it (already done in pass k - 1).
         """
         y = np.zeros(self.n)
+        c = np.broadcast_to(np.asarray(c, dtype=np.float64), (self.n,))
         rows_by_steps_left = np.argsort(self.steps_left, kind="stable")
         bounds = np.cumsum(np.bincount(self.steps_left))[:-1]
         for k, rows in enumerate(np.split(rows_by_steps_left, bounds)):
-            y[rows] = x[rows] if k == 0 else x[rows] + c * y[rows + 1]
+            y[rows] = x[rows] if k == 0 else x[rows] + c[rows] * y[rows + 1]
+        return y
+
+    def forward(self, x: np.ndarray, keep: np.ndarray, gamma: float) -> np.ndarray:
+        """y_t = x_t where ``keep``, else (y_{t-1} - r_{t-1}) / gamma: a value carried forward
+        along the trajectory from its last kept row, consistent with the TD relation
+        V(s_{t-1}) = r_{t-1} + gamma * V(s_t) (at gamma = 0, y_{t-1} itself). A trajectory's
+        first row is always kept.
+
+        Loops over the horizon like :meth:`backward`, pass k updating every k-th row at once.
+        """
+        y = np.asarray(x, dtype=np.float64).copy()
+        rows_by_position = np.argsort(self.position, kind="stable")
+        bounds = np.cumsum(np.bincount(self.position))[:-1]
+        for k, rows in enumerate(np.split(rows_by_position, bounds)):
+            if k:
+                carry = rows[~keep[rows]]
+                y[carry] = (y[carry - 1] - self.reward[carry - 1]) / gamma if gamma else \
+                    y[carry - 1]  # gamma = 0: no relation to invert; the value stays
         return y
 
     def unsort(self, x: np.ndarray) -> np.ndarray:
@@ -389,11 +477,51 @@ def gae(steps: Steps, V: np.ndarray, gamma: float, lam: float) -> np.ndarray:
     return steps.backward(delta, gamma * lam)
 
 
+def others_value(steps: Steps, G: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Leave-one-out grouped value: mean G_t over the rows of the group's *other* trajectories
+    in the row's state, and whether any other trajectory visited that state."""
+    pair = np.unique(steps.state.astype(np.int64) * steps.n_traj + steps.traj,
+                     return_inverse=True)[1].reshape(-1)  # (state, trajectory) ids
+    total, count = np.bincount(steps.state, weights=G)[steps.state], steps.state_size
+    own_total = np.bincount(pair, weights=G)[pair]
+    own_count = np.bincount(pair)[pair]
+    others = count - own_count
+    return (total - own_total) / np.maximum(others, 1), others > 0
+
+
 @register_estimator("gagpo")
 def gagpo(steps: Steps, opts: Options) -> np.ndarray:
-    """GAE on the grouped value proxy V(s), normalised over the group's rows."""
-    A = gae(steps, steps.state_value(opts.gamma), opts.gamma, opts.lam) - steps.penalty
-    return normalise(A, steps.group, opts.norm, opts.epsilon)
+    """GAE on a grouped value of the states, normalised over the group's rows; the variant
+    (:data:`GAGPO_VARIANTS`) says which value, where rows with no shared state get theirs, where
+    the penalty enters and whether an episode term is added (see :class:`GagpoVariant`)."""
+    v = GAGPO_VARIANTS[opts.gagpo_variant]
+    G = steps.returns(opts.gamma)
+    V_others, seen_by_others = others_value(steps, G)
+    if v.value == "group":
+        V = segment_mean(G, steps.state)[steps.state]
+    else:
+        V = np.where(seen_by_others, V_others, G)
+    if v.unshared == "own":  # V = G_t where no other row (trajectory) has the state: no credit
+        lam = np.full(steps.n, opts.lam)
+    else:
+        # Only another trajectory's visit gives a state a value of its own (a revisit by the
+        # row's own trajectory, after an invalid action say, holds only its own outcome). The
+        # first state is shared by the whole group: back-offs start from it.
+        has_value = seen_by_others | (steps.position == 0)
+        V = steps.forward(V, has_value, opts.gamma)
+        # Into a row with no value of its own, bootstrap nothing: lambda = 1 there.
+        lam = np.where(np.r_[has_value[1:], True] | steps.last, opts.lam,
+                       opts.lam if v.bootstrap_unshared else 1.0)
+    V_next = np.where(steps.last, 0.0, np.roll(V, -1))
+    A = steps.backward(steps.reward + opts.gamma * V_next - V, opts.gamma * lam)
+    if v.penalty == "in_norm":
+        A = normalise(A - steps.penalty, steps.group, opts.norm, opts.epsilon)
+    else:
+        A = normalise(A, steps.group, opts.norm, opts.epsilon) - steps.penalty
+    if v.episode_weight:
+        R = normalise(steps.episode_return, steps.traj_group, opts.norm, opts.epsilon)
+        A = A + v.episode_weight * R[steps.traj]
+    return A
 
 
 @register_estimator("ppo")
@@ -409,6 +537,18 @@ def ppo(steps: Steps, opts: Options) -> np.ndarray:
 # The public entry points.
 
 
+def resolved_lam_norm(method: str, gagpo_variant: str, lam: float | None,
+                      norm: str | None) -> tuple[float, str]:
+    """The lambda and normalisation a call uses: the caller's, else GAGPO's variant's own (for
+    ``method == "gagpo"``), else :data:`DEFAULT_LAM` and :data:`DEFAULT_NORM`."""
+    variant = GAGPO_VARIANTS[gagpo_variant] if method == "gagpo" else GagpoVariant()
+    if lam is None:
+        lam = DEFAULT_LAM if variant.lam is None else variant.lam
+    if norm is None:
+        norm = DEFAULT_NORM if variant.norm is None else variant.norm
+    return lam, norm
+
+
 def compute_advantages(
     method: str,
     *,
@@ -418,11 +558,12 @@ def compute_advantages(
     key: Sequence[Any] | np.ndarray,
     reward: Sequence[float] | np.ndarray,
     gamma: float = DEFAULT_GAMMA,
-    lam: float = DEFAULT_LAM,
-    norm: Norm = DEFAULT_NORM,
+    lam: float | None = None,
+    norm: Norm | None = None,
     omega: float = DEFAULT_OMEGA,
     epsilon: float = DEFAULT_EPSILON,
     episode_stats: EpisodeStats = DEFAULT_EPISODE_STATS,
+    gagpo_variant: str = DEFAULT_GAGPO_VARIANT,
     penalty: Sequence[float] | np.ndarray | None = None,
     value: Sequence[float] | np.ndarray | None = None,
     return_details: bool = False,
@@ -437,12 +578,15 @@ def compute_advantages(
             of different lengths included; ids are equal when Python finds them equal (``1``
             and ``"1"`` are two ids).
         gamma: discount of G_t (and of GAGPO's TD residual).
-        lam: GAGPO's GAE lambda.
-        norm: group normalisation, ``"mean_std"``, ``"mean"`` or ``"none"`` (not used by RLOO).
+        lam: GAE lambda of GAGPO and PPO (None: the GAGPO variant's own, else
+            :data:`DEFAULT_LAM`).
+        norm: group normalisation, ``"mean_std"``, ``"mean"`` or ``"none"`` (not used by RLOO;
+            None: the GAGPO variant's own, else :data:`DEFAULT_NORM`).
         omega: weight of GiGPO's step advantage.
         epsilon: added to the std in ``"mean_std"``.
         episode_stats: episode-level statistics over ``"trajectory"`` (one value each) or over
             the group's step ``"rows"`` (verl-agent's GiGPO and GRPO code).
+        gagpo_variant: which reading of GAGPO, a name in :data:`GAGPO_VARIANTS`.
         penalty: per-row amounts charged to that row alone (the ``"step"`` target of
             :data:`PENALTY_TARGETS`); None: none. Not part of ``reward``, G_t or R.
         value: per-row V(s_t) of a learned critic; ``"ppo"`` needs it, the others ignore it.
@@ -463,6 +607,10 @@ def compute_advantages(
     """
     if method not in ESTIMATORS:
         raise ValueError(f"unknown method {method!r}; known: {sorted(ESTIMATORS)}")
+    if gagpo_variant not in GAGPO_VARIANTS:
+        raise ValueError(f"unknown gagpo_variant {gagpo_variant!r}; known: "
+                         f"{sorted(GAGPO_VARIANTS)}")
+    lam, norm = resolved_lam_norm(method, gagpo_variant, lam, norm)
     if norm not in NORMS:
         raise ValueError(f"unknown norm {norm!r}; known: {list(NORMS)}")
     if episode_stats not in EPISODE_STATS:
@@ -470,7 +618,7 @@ def compute_advantages(
     steps = Steps(group=group, trajectory=trajectory, step=step, key=key, reward=reward,
                   penalty=penalty, value=value)
     opts = Options(gamma=gamma, lam=lam, norm=norm, omega=omega, epsilon=epsilon,
-                   episode_stats=episode_stats)
+                   episode_stats=episode_stats, gagpo_variant=gagpo_variant)
     advantages = steps.unsort(np.asarray(ESTIMATORS[method](steps, opts), dtype=np.float64))
     if not return_details:
         return advantages

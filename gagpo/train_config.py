@@ -23,6 +23,7 @@ from typing import Any
 
 from gagpo.advantages import (
     DEFAULT_EPISODE_STATS,
+    DEFAULT_GAGPO_VARIANT,
     DEFAULT_GAMMA,
     DEFAULT_LAM,
     DEFAULT_NORM,
@@ -30,8 +31,10 @@ from gagpo.advantages import (
     DEFAULT_PENALTY_TARGET,
     EPISODE_STATS,
     ESTIMATORS,
+    GAGPO_VARIANTS,
     NORMS,
     PENALTY_TARGETS,
+    resolved_lam_norm,
 )
 from gagpo.agents.policies.base import MODES
 from gagpo.common.flags import json_object
@@ -130,9 +133,13 @@ class TrainConfig:
                               choices=["state_key", "observation"])
     # --- advantages ---------------------------------------------------------------------------
     gamma: float = arg(DEFAULT_GAMMA, "discount of returns and TD residuals", valid="in [0, 1]")
-    lam: float = arg(DEFAULT_LAM, "GAE lambda of GAGPO (value unknown in the paper) and PPO",
-                     valid="in [0, 1]")
-    norm: str = arg(DEFAULT_NORM, "group normalisation of advantages", choices=list(NORMS))
+    gagpo_variant: str = arg(DEFAULT_GAGPO_VARIANT, "which reading of GAGPO (paper: the "
+                             "literal one; docs/algorithms.md compares them)",
+                             choices=sorted(GAGPO_VARIANTS))
+    lam: float | None = arg(None, f"GAE lambda of GAGPO and PPO (default: the GAGPO variant's "
+                                  f"own, else {DEFAULT_LAM})", valid="in [0, 1]")
+    norm: str | None = arg(None, f"group normalisation of advantages (default: the GAGPO "
+                                 f"variant's own, else {DEFAULT_NORM})", choices=list(NORMS))
     omega: float = arg(DEFAULT_OMEGA, "GiGPO's weight of the step-level advantage", valid=">= 0")
     episode_stats: str = arg(
         DEFAULT_EPISODE_STATS,
@@ -236,13 +243,16 @@ class TrainConfig:
     def __post_init__(self) -> None:
         """Refuse bad algorithm settings now, not after the first rollouts (flags are checked
         by argparse too; this also covers ``--config`` files and callers)."""
-        for name in ("algo", "norm", "episode_stats", "invalid_penalty_target", "ratio_level",
-                     "aggregation"):
+        for name in ("algo", "gagpo_variant", "norm", "episode_stats", "invalid_penalty_target",
+                     "ratio_level", "aggregation"):
             value = getattr(self, name)
             choices = list(ESTIMATORS) if name == "algo" else _FIELDS[name].metadata["choices"]
             if value is not None and value not in choices:
                 raise ValueError(f"{name} must be one of {choices}, not {value!r}")
         check_dual_clip(self.dual_clip)
+        # Written out, so that a run's saved settings say what it used.
+        self.lam, self.norm = resolved_lam_norm(self.algo, self.gagpo_variant, self.lam,
+                                                self.norm)
         if isinstance(self.save_observations, bool):  # settings written before "auto"
             self.save_observations = "on" if self.save_observations else "off"
         if self.save_observations not in ("auto", "on", "off"):
@@ -377,7 +387,8 @@ RESUME_MAY_CHANGE: dict[str, str] = {
 
 #: What runs did before a setting existed, where today's default differs: a checkpoint that
 #: predates the setting is compared as having this value.
-BEFORE_IT_EXISTED: dict[str, Any] = {"invalid_penalty_target": "return"}
+BEFORE_IT_EXISTED: dict[str, Any] = {"invalid_penalty_target": "return",
+                                     "gagpo_variant": "paper"}
 
 
 def resume_differences(saved: dict[str, Any], cfg: TrainConfig, saved_ranks: int,

@@ -208,7 +208,8 @@ def advantages_of(table: StepTable, rewards: np.ndarray, cfg: TrainConfig,
         cfg.algo, group=table.column("group"), trajectory=table.column("trajectory"),
         step=table.column("t", np.int64), key=keys, reward=rewards,
         gamma=cfg.gamma, lam=cfg.lam, norm=cfg.norm, omega=cfg.omega,
-        episode_stats=cfg.episode_stats, penalty=penalty, value=values, return_details=True)
+        episode_stats=cfg.episode_stats, gagpo_variant=cfg.gagpo_variant, penalty=penalty,
+        value=values, return_details=True)
 
 
 def training_batch(table: StepTable, adv: np.ndarray) -> dict[str, list]:

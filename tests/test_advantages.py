@@ -13,7 +13,13 @@ from collections import defaultdict
 import numpy as np
 import pytest
 
-from gagpo.advantages import ESTIMATORS, compute_advantages, register_estimator, state_groups
+from gagpo.advantages import (
+    ESTIMATORS,
+    GAGPO_VARIANTS,
+    compute_advantages,
+    register_estimator,
+    state_groups,
+)
 
 RTOL, ATOL = 1e-5, 1e-6
 
@@ -39,8 +45,12 @@ def critic(table: dict) -> dict:
 
 
 def adv(method: str, table: dict = TABLE, **kw) -> np.ndarray:
+    """``method``'s advantages; GAGPO as the paper's literal reading at lambda 0.95 and
+    mean_std unless the test names a variant (the hand tables below were written for it)."""
     if method == "ppo" and "value" not in kw:
         kw.update(critic(table))
+    if method == "gagpo":
+        kw.setdefault("gagpo_variant", "paper")
     return compute_advantages(method, **table, **kw)
 
 
@@ -701,3 +711,161 @@ def test_numpy_columns_number_the_ids_as_lists_do():
     expected = state_groups(TABLE["group"], TABLE["key"])[1].tolist()
     assert state_groups(arrays["group"], arrays["key"])[1].tolist() == expected
     assert state_groups(mixed, arrays["key"])[1].tolist() == expected
+
+
+# ---------------------------------------------------------------------------------------------
+# GAGPO's variants (docs/algorithms.md): a slow reference, hand tables and the two mechanisms
+# the variants exist to fix.
+
+
+def slow_gagpo(table: dict, variant: str, gamma: float, lam: float, norm: str) -> list[float]:
+    """Every knob of GagpoVariant, straight from its docstring, one row at a time."""
+    v = GAGPO_VARIANTS[variant]
+    n = len(table["reward"])
+    rows = range(n)
+    group, traj, key = table["group"], table["trajectory"], table["key"]
+    r, p = table["reward"], table.get("penalty") or [0.0] * n
+    by_traj = defaultdict(list)
+    for i in sorted(rows, key=lambda i: table["step"][i]):
+        by_traj[traj[i]].append(i)
+    G = {}
+    for idx in by_traj.values():
+        running = 0.0
+        for i in reversed(idx):
+            running = r[i] + gamma * running
+            G[i] = running
+    state = {i: (group[i], key[i]) for i in rows}
+    same = {i: [j for j in rows if state[j] == state[i]] for i in rows}
+    others = {i: [j for j in same[i] if traj[j] != traj[i]] for i in rows}
+    V = {}
+    for i in rows:
+        pool = same[i] if v.value == "group" else (others[i] or [i])
+        V[i] = sum(G[j] for j in pool) / len(pool)
+    coef = {i: lam for i in rows}  # lambda into row i
+    if v.unshared == "ancestor":
+        for idx in by_traj.values():
+            for pos, i in enumerate(idx):
+                if pos and not others[i]:
+                    prev = idx[pos - 1]
+                    V[i] = (V[prev] - r[prev]) / gamma
+                    coef[i] = lam if v.bootstrap_unshared else 1.0
+    A = {}
+    for idx in by_traj.values():
+        running, nxt = 0.0, None
+        for i in reversed(idx):
+            v_next = V[nxt] if nxt is not None else 0.0
+            running = r[i] + gamma * v_next - V[i] + (gamma * coef[nxt] * running
+                                                       if nxt is not None else 0.0)
+            A[i], nxt = running, i
+    groups = {i: group[i] for i in rows}
+    if v.penalty == "in_norm":
+        out = slow_normalise({i: A[i] - p[i] for i in rows}, groups, norm)
+    else:
+        out = {i: a - p[i] for i, a in slow_normalise(A, groups, norm).items()}
+    if v.episode_weight:
+        R = {t: sum(r[i] for i in idx) for t, idx in by_traj.items()}
+        ep = slow_normalise(R, {t: group[idx[0]] for t, idx in by_traj.items()}, norm)
+        out = {i: out[i] + v.episode_weight * ep[traj[i]] for i in rows}
+    return [out[i] for i in rows]
+
+
+@pytest.mark.parametrize("variant", sorted(GAGPO_VARIANTS))
+def test_every_gagpo_variant_matches_the_slow_reference(variant):
+    rng = np.random.default_rng(7)
+    for _ in range(60):
+        table = random_table(rng)
+        table["penalty"] = [float(rng.choice([0.0, 0.0, 0.1, 0.5])) for _ in table["reward"]]
+        gamma = float(rng.choice([1.0, 0.95, rng.uniform(0.5, 1.0)]))
+        lam = float(rng.choice([0.0, 1.0, rng.uniform()]))
+        for norm in ("mean_std", "mean", "none"):
+            got = compute_advantages("gagpo", **table, gamma=gamma, lam=lam, norm=norm,
+                                     gagpo_variant=variant)
+            np.testing.assert_allclose(got, slow_gagpo(table, variant, gamma, lam, norm),
+                                       rtol=1e-7, atol=1e-7, err_msg=f"{variant} {norm}")
+
+
+# Three rollouts of one task: the first wins through A, the second leaves the others at once
+# and loses through B and C (states no one else saw), the third loses through A.
+#   traj 0: (s0, 0) (A, 10)    G (gamma 0.95) = [9.5, 10]
+#   traj 1: (s0, 0) (B, 0) (C, 0)               [0, 0, 0]
+#   traj 2: (s0, 0) (A, 0)                      [0, 0]
+LEAVER = {"group": [0] * 7, "trajectory": [0, 0, 1, 1, 1, 2, 2], "step": [0, 1, 0, 1, 2, 0, 1],
+          "key": ["s0", "A", "s0", "B", "C", "s0", "A"], "reward": [0, 10, 0, 0, 0, 0, 0]}
+
+
+def leaver(variant: str) -> np.ndarray:
+    return compute_advantages("gagpo", **LEAVER, gamma=0.95, lam=0.95, norm="none",
+                              gagpo_variant=variant)
+
+
+def test_the_literal_reading_gives_a_lone_rollout_no_credit():
+    # V(B) = G(B), V(C) = G(C): the TD errors of traj 1 after s0 are 0.
+    v0, vA = 9.5 / 3, 5.0
+    close(leaver("paper"), [0.95 * vA - v0 + 0.95 * 0.95 * (10 - vA), 10 - vA,
+                            0 - v0, 0, 0, 0.95 * vA - v0 + 0.95 * 0.95 * (0 - vA), 0 - vA])
+
+
+def test_ancestor_carries_the_shared_value_into_lone_states():
+    # B and C have no value of their own: V(B) = V(s0) / 0.95, V(C) = V(s0) / 0.95^2, and
+    # lambda = 1 into them, so A = G - V there: the loss is charged to every step of traj 1.
+    v0 = 9.5 / 3
+    a = leaver("ancestor")
+    close(a[2:5], [-v0, -v0 / 0.95, -v0 / 0.95**2])
+    close(a[[0, 1, 5, 6]], leaver("paper")[[0, 1, 5, 6]])  # shared rows: as before
+    # ancestor-td bootstraps into them with lambda 0.95: delta = 0 until C, whose
+    # delta = 0 - V(C) reaches B and s0 discounted by gamma * lambda.
+    d = 0.95 * 0.95
+    close(leaver("ancestor-td")[2:5], [d * d * -v0 / 0.95**2, d * -v0 / 0.95**2,
+                                       -v0 / 0.95**2])
+
+
+def test_others_leaves_the_rows_own_outcome_out_of_its_baseline():
+    # V(s0) for traj 0 = mean G of traj 1 and 2 = 0; V(A) for traj 0 = G of traj 2 = 0.
+    a = leaver("others")
+    close(a[1], 10.0)
+    close(a[6], -10.0)  # traj 2 at A: its baseline is traj 0's 10
+    close(a[0], 0.95 * 0.0 - 0.0 + 0.95 * 0.95 * 10.0)
+
+
+def lost_group(variant: str, norm: str | None = None) -> np.ndarray:
+    """A group with no win: 4 rollouts of 3 steps, equal returns (0), 3 invalid steps."""
+    table = {"group": [0] * 12, "trajectory": [t for t in range(4) for _ in range(3)],
+             "step": [0, 1, 2] * 4, "key": ["s0", "s1", "s2"] * 4, "reward": [0.0] * 12,
+             "penalty": [0.1, 0, 0, 0, 0.1, 0, 0, 0, 0.1, 0, 0, 0]}
+    return compute_advantages("gagpo", **table, gagpo_variant=variant, norm=norm)
+
+
+def test_the_penalty_normalised_with_the_outcome_pays_every_valid_step():
+    # The literal reading: the penalty is the group's only spread, and mean_std divides by it.
+    # Rows: 9 at 0, 3 at -0.1; mean -0.025, sample variance (9 * 0.025^2 + 3 * 0.075^2) / 11.
+    a = lost_group("paper", "mean_std")
+    valid = np.asarray([0.1, 0, 0, 0, 0.1, 0, 0, 0, 0.1, 0, 0, 0]) == 0
+    close(a[valid], [0.025 / (math.sqrt(0.0225 / 11) + 1e-6)] * 9)  # about sqrt(f / (1 - f))
+    assert a[valid][0] > 0.5  # a valid step earns as much as a win would elsewhere
+
+
+def test_the_default_charges_the_penalty_alone_when_nothing_was_won():
+    for norm in (None, "mean_std", "mean"):
+        a = lost_group("ancestor-td", norm)
+        close(a, [-0.1, 0, 0, 0, -0.1, 0, 0, 0, -0.1, 0, 0, 0])
+
+
+def test_the_default_gagpo_is_the_documented_variant_with_its_lambda_and_norm():
+    from gagpo.advantages import DEFAULT_GAGPO_VARIANT, resolved_lam_norm
+
+    v = GAGPO_VARIANTS[DEFAULT_GAGPO_VARIANT]
+    assert DEFAULT_GAGPO_VARIANT != "paper" and v.unshared == "ancestor"
+    assert v.penalty == "after_norm"
+    assert resolved_lam_norm("gagpo", DEFAULT_GAGPO_VARIANT, None, None) == (v.lam, v.norm)
+    assert resolved_lam_norm("gagpo", "paper", None, None) == (0.95, "mean_std")
+    assert resolved_lam_norm("ppo", DEFAULT_GAGPO_VARIANT, None, None) == (0.95, "mean_std")
+    assert resolved_lam_norm("gagpo", DEFAULT_GAGPO_VARIANT, 0.3, "none") == (0.3, "none")
+    default = compute_advantages("gagpo", **LEAVER)
+    named = compute_advantages("gagpo", **LEAVER, gagpo_variant=DEFAULT_GAGPO_VARIANT,
+                               lam=v.lam, norm=v.norm)
+    close(default, named)
+
+
+def test_an_unknown_variant_is_a_clear_error():
+    with pytest.raises(ValueError, match="unknown gagpo_variant 'literal'.*paper"):
+        compute_advantages("gagpo", **LEAVER, gagpo_variant="literal")
