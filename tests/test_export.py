@@ -2,11 +2,14 @@
 with the parameters the trainer had, for runs that finished and runs that are not done."""
 
 import json
+from pathlib import Path
 
+import pytest
 import torch
 
 from gagpo.agents.models import load_model
 from gagpo.cli import main
+from gagpo.run_folder import load_checkpoint
 from gagpo.trainer import train
 from tests.test_trainer import _params, _tiny_cfg
 
@@ -91,3 +94,80 @@ def test_a_resume_from_a_damaged_checkpoint_is_refused_before_the_run_changes(tm
     assert "checkpoint.pt is not a checkpoint torch can read" in capsys.readouterr().err
     assert sorted(p.name for p in run.iterdir()) == ["checkpoint.pt", "metrics.jsonl"]
     assert (run / "metrics.jsonl").read_text() == '{"iteration": 1}\n'
+
+
+# ---------------------------------------------------------------------------------------------
+# Which checkpoints are taken: checkpoints made to be wrong, from a real run's.
+
+
+@pytest.fixture(scope="module")
+def real_checkpoint(tmp_path_factory) -> dict:
+    run = tmp_path_factory.mktemp("real") / "run"
+    train(_tiny_cfg(run, iterations=1))
+    return torch.load(run / "checkpoint.pt", weights_only=False)
+
+
+def _run_with(tmp_path, payload) -> Path:
+    run = tmp_path / "made"
+    run.mkdir()
+    torch.save(payload, run / "checkpoint.pt")
+    return run
+
+
+@pytest.mark.parametrize("what, payload", [
+    ("a bare state dict", lambda real: dict(real["model"])),
+    ("model and optimizer only", lambda real: {"model": real["model"],
+                                               "optimizer": real["optimizer"]}),
+    ("no iteration", lambda real: {k: v for k, v in real.items() if k != "iteration"}),
+    ("no config", lambda real: {k: v for k, v in real.items() if k != "config"}),
+    ("no model", lambda real: {k: v for k, v in real.items() if k != "model"}),
+    ("a list", lambda real: [real]),
+    ("a tensor", lambda real: torch.zeros(3)),
+])
+def test_a_foreign_checkpoint_is_refused_by_the_reader_and_by_export(
+        tmp_path, capsys, real_checkpoint, what, payload):
+    run = _run_with(tmp_path, payload(real_checkpoint))
+    with pytest.raises(ValueError, match=r"checkpoint\.pt is not a gagpo training checkpoint"):
+        load_checkpoint(run / "checkpoint.pt")
+    assert main(["export", str(run), "--out", str(tmp_path / "x")]) == 2, what
+    assert "is not a gagpo training checkpoint" in capsys.readouterr().err
+    assert not (tmp_path / "x").exists()
+
+
+def test_the_reader_gives_back_a_real_checkpoint_whole(tmp_path, real_checkpoint):
+    run = _run_with(tmp_path, real_checkpoint)
+    state = load_checkpoint(run / "checkpoint.pt")
+    assert state.keys() == real_checkpoint.keys() and state["iteration"] == 1
+    assert all(torch.equal(state["model"][k], v) for k, v in real_checkpoint["model"].items())
+
+
+def _changed(real: dict, *, model=None, **config) -> dict:
+    return {**real, "model": dict(real["model"]) if model is None else model,
+            "config": {**real["config"], **config}}
+
+
+@pytest.mark.parametrize("what", ["config says LoRA", "a parameter missing",
+                                  "a parameter of another shape", "LoRA weights, no LoRA"])
+def test_export_refuses_a_checkpoint_whose_weights_do_not_fit_its_model(
+        tmp_path, capsys, real_checkpoint, what):
+    """The weights must load into the model the checkpoint's settings build: every trained
+    parameter there, each of its shape. A clear error (exit 2) naming the checkpoint, and no
+    model folder written, rather than a traceback or a model of other weights."""
+    weights = real_checkpoint["model"]
+    name = sorted(weights)[0]
+    if what == "config says LoRA":
+        payload = _changed(real_checkpoint, lora_rank=4)
+    elif what == "a parameter missing":
+        payload = _changed(real_checkpoint, model={k: v for k, v in weights.items()
+                                                   if k != name})
+    elif what == "a parameter of another shape":
+        payload = _changed(real_checkpoint, model={**weights, name: weights[name][:-1]})
+    else:
+        payload = _changed(real_checkpoint, model={
+            k.replace(".weight", ".lora_A.default.weight"): v[:4] for k, v in weights.items()
+            if k.endswith("proj.weight")})
+    run = _run_with(tmp_path, payload)
+    assert main(["export", str(run), "--out", str(tmp_path / "x")]) == 2, what
+    err = capsys.readouterr().err
+    assert "checkpoint.pt does not fit tiny" in err, err
+    assert not (tmp_path / "x").exists() or not any((tmp_path / "x").iterdir())
