@@ -87,7 +87,9 @@ import gagpo.envs  # noqa: F401  (registers the environments)
 from gagpo.advantages import compute_advantages, state_groups
 from gagpo.envs.vector import GroupVectorEnv
 
-METHODS = ("gagpo", "gigpo", "grpo", "rloo", "ppo")
+METHODS = ("gagpo", "gagpo:paper", "gigpo", "grpo", "rloo", "ppo")
+"""``gagpo`` is the default variant; ``gagpo:<variant>`` names another (gagpo.advantages.
+GAGPO_VARIANTS; ``gagpo:paper`` is the literal reading)."""
 POLICIES = ("tabular", "linear")
 ENVS = ("WebShop-v0", "ALFWorld-v0")
 RESULTS = Path(__file__).resolve().parent / "results" / "credit_assignment"
@@ -137,8 +139,9 @@ class Args:
     """extra rollouts per row for Q(s, a), and as many for V(s)"""
     gamma: float = 0.95
     """discount of G_t (verl-agent's)"""
-    lam: float = 0.95
-    """GAE lambda of GAGPO and PPO (gagpo.advantages.DEFAULT_LAM)"""
+    lam: float | None = None
+    """GAE lambda of GAGPO and PPO (None: each one's default, gagpo.advantages.
+    resolved_lam_norm)"""
     win_reward: float = 10.0
     """reward of a won episode, given at its last step"""
     backend: str = "inprocess"
@@ -423,8 +426,11 @@ def rollout(vec: GroupVectorEnv, policy: Policy, tasks: list, rng: np.random.Gen
 def advantages(method: str, batch: dict[str, Any], args: Args, value: np.ndarray,
                **kw: Any) -> tuple[np.ndarray, dict[str, Any]]:
     """``method``'s advantages of the batch (and details), the critic's V for PPO."""
+    name, _, variant = method.partition(":")
+    if variant:
+        kw["gagpo_variant"] = variant
     return compute_advantages(
-        method, group=batch["group"], trajectory=batch["trajectory"], step=batch["step"],
+        name, group=batch["group"], trajectory=batch["trajectory"], step=batch["step"],
         key=batch["key"], reward=batch["reward"], gamma=args.gamma, lam=args.lam,
         value=value, return_details=True, **kw)
 
@@ -438,7 +444,7 @@ def zero_share(method: str, batch: dict[str, Any], args: Args, value: np.ndarray
     """Share of rows with no credit of their own: advantage exactly 0 (|A| < 1e-9). GAGPO and
     PPO normalise their credit afterwards by an affine map of the whole group / batch, which
     would move a 0 to the group's shift, so theirs is read before it (``norm="none"``)."""
-    if method in ("gagpo", "ppo"):
+    if method.partition(":")[0] in ("gagpo", "ppo"):
         adv = advantages(method, batch, args, value, norm="none")[0]
     return float(np.mean(np.abs(adv) < 1e-9)) if len(adv) else 0.0
 
@@ -772,7 +778,8 @@ def plot(runs: list[dict], path: Path) -> None:
 def parse_args(argv: list[str] | None = None) -> tuple[Args, bool]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     for f in dataclasses.fields(Args):
-        kind = int if f.type in ("int | None", "int") else type(f.default)
+        kind = (int if f.type in ("int | None", "int") else
+                float if f.type == "float | None" else type(f.default))
         parser.add_argument(f"--{f.name.replace('_', '-')}", type=kind, default=None,
                             help=f"(default: {f.default})")
     parser.add_argument("--quick", action="store_true", help="a short run, about a minute")
@@ -882,9 +889,10 @@ def report(args: Args, lrs: list[float], runs: list[dict], swept: list[dict], no
                                                 "rerun on the reported seeds"
                                                 if args.sweep_seeds else ""))
     header = [f"Policies: {', '.join(dict.fromkeys(r['policy'] for r in runs))} softmax; "
-              f"{lr_text}; critic lr {args.critic_lr:g}; gamma = {args.gamma}, lam = "
-              f"{args.lam}, norm = mean_std, reward {args.win_reward:g} x won; mean ± s.e. over "
-              "seeds. Success: the sampled (temperature 1) training rollouts.",
+              f"{lr_text}; critic lr {args.critic_lr:g}; gamma = {args.gamma}, lam "
+              f"{args.lam if args.lam is not None else 'and norm: each estimator default'}, "
+              f"reward {args.win_reward:g} x won; mean ± s.e. over seeds. Success: the sampled "
+              "(temperature 1) training rollouts.",
               f"Credit quality: the first {args.credit_seeds} reported seeds of each cell, at "
               f"{args.credit_points} iterations per run, {args.credit_rows} rows each, "
               f"{args.credit_rollouts} + {args.credit_rollouts} extra rollouts per row.",
