@@ -206,3 +206,76 @@ def test_the_shop_link_opens_the_page_the_agent_saw(tmp_path):
         assert 'class="shoplink"' in c.get("/run/shoprun/iter/1").get_data(as_text=True)
     r = _client(run, shop_url="http://127.0.0.1:9").get("/shop/shoprun/1/0/1")
     assert r.status_code == 502 and "gagpo serve webshop" in r.get_data(as_text=True)
+
+
+# ---------------------------------------------------------------------------------------------
+# The TD bar of a run with a critic (PPO) and of one without, against TD errors computed here.
+
+GAMMA = 0.9
+# (trajectory, t, reward, GAGPO's grouped V(s), the critic's V(s)): rows stored out of step
+# order, trajectories of 3, 1 and 2 steps, in group 0.
+TD_ROWS = [(0, 2, 1.0, 0.5, 0.8), (1, 0, 0.0, 0.25, -0.4), (0, 0, 0.0, 0.3, 0.1),
+           (2, 1, 0.5, 0.7, 0.6), (0, 1, 0.0, 0.4, 0.5), (2, 0, 0.0, 0.2, 0.3)]
+# TD error on the critic's V, r_t + 0.9 V(s_{t+1}) - V(s_t), V = 0 after the last step:
+#   traj 0: t0 0 + 0.9*0.5 - 0.1 = 0.35; t1 0 + 0.9*0.8 - 0.5 = 0.22; t2 1 - 0.8 = 0.2
+#   traj 1: t0 0 - (-0.4) = 0.4
+#   traj 2: t0 0 + 0.9*0.6 - 0.3 = 0.24; t1 0.5 - 0.6 = -0.1
+TD_CRITIC = {(0, 0): 0.35, (0, 1): 0.22, (0, 2): 0.2, (1, 0): 0.4, (2, 0): 0.24, (2, 1): -0.1}
+# ... and on the grouped V (a run without a critic):
+#   traj 0: t0 0.9*0.4 - 0.3 = 0.06; t1 0.9*0.5 - 0.4 = 0.05; t2 1 - 0.5 = 0.5
+#   traj 1: t0 -0.25;  traj 2: t0 0.9*0.7 - 0.2 = 0.43; t1 0.5 - 0.7 = -0.2
+TD_GROUPED = {(0, 0): 0.06, (0, 1): 0.05, (0, 2): 0.5, (1, 0): -0.25, (2, 0): 0.43,
+              (2, 1): -0.2}
+
+
+def _td_run(out: Path, critic: bool) -> None:
+    from gagpo.agents.rollout import StepRow, StepTable
+    from gagpo.run_folder import write_json
+
+    (out / "steps").mkdir(parents=True)
+    write_json(out / "config.json", {"algo": "ppo" if critic else "gagpo", "gamma": GAMMA,
+                                     "env": "ALFWorld-v0", "iterations": 1})
+    last = {traj: max(t for tr, t, *_ in TD_ROWS if tr == traj) for traj, *_ in TD_ROWS}
+    rows = [StepRow(group=0, trajectory=traj, t=t, task_id="alfworld:x", task_type="pick",
+                    state_key=f"s{traj}{t}", request=None, observation="o", reply="r",
+                    action="look", well_formed=True, action_valid=True, reward=r,
+                    done=t == last[traj], terminated=False, won=False, score=0.0,
+                    token_ids=[1], logprobs=[-0.5]) for traj, t, r, *_ in TD_ROWS]
+    n = len(rows)
+    columns = {"reward": np.array([r for *_, r, _, _ in TD_ROWS]),
+               "advantage": np.linspace(-1, 1, n), "value": np.array([v for *_, v, _ in TD_ROWS]),
+               "state_group_size": np.ones(n)}
+    if critic:
+        columns["critic_value"] = np.array([c for *_, c in TD_ROWS])
+    save_step_table(out / "steps" / "iter_00001.npz", StepTable(rows=rows, num_envs=3,
+                                                                group_size=3),
+                    columns, keep_observations=False)
+    (out / "metrics.jsonl").write_text('{"iteration": 1}\n')
+
+
+def _bars(page: str) -> dict[tuple[int, int], dict[str, float]]:
+    """Each step cell's bars: (trajectory, t) -> {bar class: data-value}."""
+    out = {}
+    for cell in page.split('<div class="step')[1:]:
+        where = re.search(r'data-traj="(\d+)" data-t="(\d+)"', cell)
+        bars = re.findall(r'<div class="bar (\w+)" data-value="([^"]+)"', cell)
+        out[int(where.group(1)), int(where.group(2))] = {k: float(v) for k, v in bars}
+    return out
+
+
+@pytest.mark.parametrize("critic", [True, False])
+def test_the_td_bar_is_the_td_error_on_the_critics_values_when_the_run_has_a_critic(
+        tmp_path, critic):
+    _td_run(tmp_path / "run", critic)
+    page = _client(tmp_path / "run").get("/run/run/iter/1?group=0").get_data(as_text=True)
+    bars = _bars(page)
+    want = TD_CRITIC if critic else TD_GROUPED
+    assert bars.keys() == want.keys()
+    for step, td in want.items():
+        assert bars[step]["td_error"] == pytest.approx(td, abs=1e-6), step
+    values = {(traj, t): (v, c) for traj, t, _, v, c in TD_ROWS}
+    for step, shown in bars.items():
+        assert shown["value"] == pytest.approx(values[step][0], abs=1e-6)
+        assert ("critic_value" in shown) == critic
+        if critic:
+            assert shown["critic_value"] == pytest.approx(values[step][1], abs=1e-6)
