@@ -479,3 +479,42 @@ def test_equal_state_keys_exactly_when_the_engine_states_are_equal(env, data_dir
     apart = {next(iter(a ^ b))[0] for a in states for b in states
              if a != b and len({fact[0] for fact in a ^ b}) == 1}
     assert changes <= apart, apart
+
+
+def _spellings(command: str) -> list[str]:
+    """Other spellings of a command: some the engine takes (it strips the ends), some it does
+    not (inner spaces, case, punctuation)."""
+    return [command, f"  {command}  ", f"{command}\n", f"\t{command}", f" {command}\r\n",
+            command.replace(" ", "  "), command.replace(" ", "\t"), command.upper(),
+            command.capitalize(), f"{command}.", f"{command} please"]
+
+
+@pytest.mark.parametrize("engine", ["reference", "native"])
+def test_action_valid_says_whether_the_engine_took_the_command_whatever_its_spelling(
+        data_dir, engine):
+    """``action_valid`` is True exactly when the engine did what the command says: each
+    spelling, played from the start, is compared with the command as listed played on a fresh
+    env (same text, same state) and with a rejected one ("Nothing happens.", state unchanged)."""
+    from gagpo.envs.alfworld.env import AlfworldEnv
+
+    env, fresh = AlfworldEnv(data_dir=data_dir, engine=engine), AlfworldEnv(
+        data_dir=data_dir, engine=engine)
+    _, info = fresh.reset(seed=0, options={"task": 0})
+    start = info["state_key"]
+    commands = [info["admissible_actions"][0], "look", "help"]
+    kinds = {True: 0, False: 0}
+    for command in commands:
+        fresh.reset(seed=0, options={"task": 0})
+        want_obs, _, _, _, want = fresh.step(command)
+        assert want["action_valid"] and want_obs != "Nothing happens."
+        for spelled in _spellings(command):
+            env.reset(seed=0, options={"task": 0})
+            obs, _, _, _, info = env.step(spelled)
+            took = (obs, info["state_key"]) == (want_obs, want["state_key"])
+            rejected = (obs, info["state_key"]) == ("Nothing happens.", start)
+            assert took != rejected, (command, spelled)  # the engine did one or the other
+            assert info["action_valid"] is took, (engine, spelled)
+            kinds[took] += 1
+    assert kinds[True] > len(commands) and kinds[False] > 0  # both kinds of other spelling
+    env.close()
+    fresh.close()
