@@ -250,9 +250,6 @@ class TrainConfig:
             if value is not None and value not in choices:
                 raise ValueError(f"{name} must be one of {choices}, not {value!r}")
         check_dual_clip(self.dual_clip)
-        # Written out, so that a run's saved settings say what it used.
-        self.lam, self.norm = resolved_lam_norm(self.algo, self.gagpo_variant, self.lam,
-                                                self.norm)
         if isinstance(self.save_observations, bool):  # settings written before "auto"
             self.save_observations = "on" if self.save_observations else "off"
         if self.save_observations not in ("auto", "on", "off"):
@@ -272,6 +269,11 @@ class TrainConfig:
         bound = self.iterations * self.n_groups * self.group_size * (self.max_steps or 50)
         return self.save_observations == "on" or (
             self.save_observations == "auto" and bound <= OBSERVATION_STEPS_AUTO)
+
+    def resolved_lam_norm(self) -> tuple[float, str]:
+        """GAE lambda and normalisation: the flags', else GAGPO's variant's own, else the
+        defaults (:func:`gagpo.advantages.resolved_lam_norm`)."""
+        return resolved_lam_norm(self.algo, self.gagpo_variant, self.lam, self.norm)
 
     def resolved_ratio_level(self) -> str:
         return self.ratio_level or ("action" if self.algo == "gagpo" else "token")

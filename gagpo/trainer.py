@@ -204,10 +204,11 @@ def advantages_of(table: StepTable, rewards: np.ndarray, cfg: TrainConfig,
     # object: state keys and observations compared as Python compares the texts.
     keys = table.column("state_key" if cfg.state_grouping == "state_key" else "observation",
                         object)
+    lam, norm = cfg.resolved_lam_norm()
     return compute_advantages(
         cfg.algo, group=table.column("group"), trajectory=table.column("trajectory"),
         step=table.column("t", np.int64), key=keys, reward=rewards,
-        gamma=cfg.gamma, lam=cfg.lam, norm=cfg.norm, omega=cfg.omega,
+        gamma=cfg.gamma, lam=lam, norm=norm, omega=cfg.omega,
         episode_stats=cfg.episode_stats, gagpo_variant=cfg.gagpo_variant, penalty=penalty,
         value=values, return_details=True)
 

@@ -114,17 +114,19 @@ def test_linear_critic_converges_to_the_chain_values() -> None:
 
 def test_gagpo_zero_share_is_the_singleton_share_on_a_tree() -> None:
     """Three rollouts of one task: A and B share s0 and s1 then part (A wins), C parts at s0.
-    GAGPO's credit (before its normalisation) vanishes exactly at the 4 rows in states no
-    other rollout visited, and nowhere else."""
+    The literal GAGPO's credit (before its normalisation) vanishes exactly at the 4 rows in
+    states no other rollout visited, and nowhere else; the default GAGPO's nowhere."""
     keys = ["s0", "s1", "s2", "s0", "s1", "s3", "s0", "s4", "s5"]
     batch = {"group": [0] * 9, "trajectory": [0, 0, 0, 1, 1, 1, 2, 2, 2],
              "step": [0, 1, 2] * 3, "key": keys,
              "reward": [0, 0, 10.0, 0, 0, 0, 0, 0, 0]}
     args = ca.Args()
-    adv, details = ca.advantages("gagpo", batch, args, None)
+    adv, details = ca.advantages("gagpo:paper", batch, args, None)
     singleton = np.mean(details["state_group_size"] == 1)
     assert singleton == pytest.approx(4 / 9)
-    assert ca.zero_share("gagpo", batch, args, None, adv) == pytest.approx(singleton)
+    assert ca.zero_share("gagpo:paper", batch, args, None, adv) == pytest.approx(singleton)
+    default = ca.advantages("gagpo", batch, args, None)[0]
+    assert ca.zero_share("gagpo", batch, args, None, default) == 0.0
     # GRPO's credit is 0 only where the group's returns are equal: not here.
     grpo = ca.advantages("grpo", batch, args, None)[0]
     assert ca.zero_share("grpo", batch, args, None, grpo) == 0.0

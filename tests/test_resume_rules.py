@@ -42,7 +42,7 @@ MUST_MATCH = {
     "history_length", "max_prompt_tokens", "temperature", "eval_temperature",
     "algo", "n_groups", "group_size", "reward", "reward_scale", "invalid_penalty",
     "invalid_penalty_target", "state_grouping",
-    "gamma", "lam", "norm", "omega", "episode_stats",
+    "gagpo_variant", "gamma", "lam", "norm", "omega", "episode_stats",
     "critic_model", "critic_lr", "critic_warmup", "value_clip",
     "ratio_level", "clip_eps", "clip_eps_high", "dual_clip", "kl_coef", "entropy_coef",
     "aggregation",
@@ -165,16 +165,17 @@ def test_another_number_of_ranks_is_a_refused_difference():
 
 
 def test_a_checkpoint_that_predates_a_setting_compares_as_its_default_or_earlier_value():
-    assert BEFORE_IT_EXISTED == {"invalid_penalty_target": "return"}
+    assert BEFORE_IT_EXISTED == {"invalid_penalty_target": "return", "gagpo_variant": "paper"}
     assert TrainConfig().invalid_penalty_target != "return"  # else the entry would be moot
+    assert TrainConfig().gagpo_variant != "paper"
     old = TrainConfig().to_dict()
-    for name in ("lr", "parallel", "env_kwargs", "invalid_penalty_target"):
+    for name in ("lr", "parallel", "env_kwargs", "invalid_penalty_target", "gagpo_variant"):
         del old[name]
-    assert resume_differences(old, TrainConfig(invalid_penalty_target="return"), 1, 1) == {}
+    then = {"invalid_penalty_target": "return", "gagpo_variant": "paper"}
+    assert resume_differences(old, TrainConfig(**then), 1, 1) == {}
     assert resume_differences(old, TrainConfig(), 1, 1) == {
-        "invalid_penalty_target": ("return", "step")}
-    assert resume_differences(old, TrainConfig(lr=2e-3, invalid_penalty_target="return",
-                                               env_kwargs={"a": 1}), 1, 1) == {
+        "invalid_penalty_target": ("return", "step"), "gagpo_variant": ("paper", "ancestor-td")}
+    assert resume_differences(old, TrainConfig(lr=2e-3, env_kwargs={"a": 1}, **then), 1, 1) == {
         "lr": (1e-6, 2e-3), "env_kwargs": ({}, {"a": 1})}
     # A checkpoint that has the setting is compared with its own value.
     has_it = {**TrainConfig().to_dict(), "invalid_penalty_target": "step"}
