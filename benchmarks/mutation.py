@@ -318,6 +318,66 @@ TARGETS: tuple[Target, ...] = (
             "gagpo.servers.webshop.web.pages_view.x__options",
         ),
     ),
+    # The code that landed with PPO's critic, OpenEnv serving, the TRL adapters, export and
+    # the viewer. (mutmut leaves decorated functions alone: Critic.values (@torch.no_grad),
+    # the properties, running_server (@contextmanager) are not mutated.)
+    Target(
+        "critic",
+        ("gagpo/critic.py",),
+        # The FSDP run of PPO (tests/test_trainer.py, torchrun) is left out: minutes a mutant.
+        ("tests/test_ppo.py",),
+    ),
+    Target(
+        "OpenEnv server and client",
+        ("gagpo/openenv_server.py", "gagpo/openenv_client.py"),
+        ("tests/test_openenv_server.py", "tests/test_openenv_limits.py",
+         "tests/test_openenv_remote.py"),
+        # What a session sees; serve/main/the argument parser start servers in a process of
+        # their own (one test, on loopback) and are left out.
+        (
+            "gagpo.openenv_server.xǁServedEnvǁ__post_init__",
+            "gagpo.openenv_server.xǁServedEnvǁtasks",
+            "gagpo.openenv_server.x__plain",
+            "gagpo.openenv_server.x_observation",
+            "gagpo.openenv_server.xǁGagpoEnvironmentǁ__init__",
+            "gagpo.openenv_server.xǁGagpoEnvironmentǁreset",
+            "gagpo.openenv_server.xǁGagpoEnvironmentǁ_task_at",
+            "gagpo.openenv_server.xǁGagpoEnvironmentǁstep",
+            "gagpo.openenv_server.xǁGagpoEnvironmentǁclose",
+            "gagpo.openenv_server.xǁGagpoEnvironmentǁlist_splits",
+            "gagpo.openenv_server.xǁGagpoEnvironmentǁnum_tasks",
+            "gagpo.openenv_server.xǁGagpoEnvironmentǁ_task",
+            "gagpo.openenv_server.xǁGagpoEnvironmentǁlist_tasks",
+            "gagpo.openenv_server.xǁGagpoEnvironmentǁget_task",
+            "gagpo.openenv_server.xǁGagpoEnvironmentǁget_task_range",
+            "gagpo.openenv_server.x__error",
+            "gagpo.openenv_server.x__frame_problem",
+            "gagpo.openenv_server.xǁSessionGuardǁ__call__",
+            "gagpo.openenv_server.x_build_app",
+            "gagpo.openenv_server.xǁ_Factoryǁ__call__",
+            "gagpo.openenv_client.xǁGagpoEnvClientǁ_step_payload",
+            "gagpo.openenv_client.xǁGagpoEnvClientǁ_parse_result",
+            "gagpo.openenv_client.xǁGagpoEnvClientǁ_parse_state",
+        ),
+    ),
+    Target(
+        "TRL adapters",
+        ("gagpo/trl_envs.py",),
+        # The example's GRPOTrainer run (a warm start and two steps) is left out: minutes a
+        # mutant; GRPOTrainer's reward path is in.
+        ("tests/test_trl_envs.py", "-k", "not trl_example"),
+    ),
+    Target(
+        "export and checkpoint reader",
+        ("gagpo/export.py", "gagpo/run_folder.py"),
+        ("tests/test_export.py",),
+        ("gagpo.export.x_export_checkpoint", "gagpo.run_folder.x_load_checkpoint"),
+    ),
+    Target(
+        "viewer data",
+        ("gagpo/viewer/data.py",),
+        ("tests/test_viewer.py",),
+    ),
 )
 
 
