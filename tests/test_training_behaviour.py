@@ -642,3 +642,22 @@ def test_the_logged_gradient_norm_is_the_mean_over_the_optimizer_steps(monkeypat
                                        kl_coef=0.0), world=1, epoch_seed=0, amp=None,
                            pad_id=tok.pad_token_id)
     assert len(norms) == 4 and stats.grad_norm == pytest.approx(sum(norms) / 4)
+
+
+def test_gagpo_train_runs_the_default_variant_and_a_lost_group_teaches_only_the_penalty():
+    """``gagpo train`` with no flags trains on the default GAGPO (its variant's lambda and
+    normalisation): in a group with no win, a malformed step gets exactly -penalty and every
+    valid step 0. ``--gagpo-variant paper`` (the literal reading) instead pays each valid step
+    as if it had won: the walking that ALFWorld's run learned."""
+    table = _rows((0, 0, "s0", "o0", 0.0), (0, 1, "a", "o1", 0.0), (0, 2, "b", "o2", 0.0),
+                  (1, 0, "s0", "o0", 0.0), (1, 1, "c", "o3", 0.0), (1, 2, "d", "o4", 0.0))
+    table.rows[1].well_formed = False
+    cfg = TrainConfig()
+    assert (cfg.algo, cfg.gagpo_variant, cfg.resolved_lam_norm()) == (
+        "gagpo", "ancestor-td", (0.5, "mean"))
+    rewards, penalty = trainer.rewards_and_penalties(table, cfg)
+    adv, _ = trainer.advantages_of(table, rewards, cfg, penalty)
+    assert adv.tolist() == pytest.approx([0.0, -cfg.invalid_penalty, 0.0, 0.0, 0.0, 0.0])
+    paper = TrainConfig(gagpo_variant="paper")
+    adv, _ = trainer.advantages_of(table, rewards, paper, penalty)
+    assert min(adv[i] for i in (0, 2, 3, 4, 5)) > 0.3 and adv[1] < -1.0
