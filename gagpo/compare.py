@@ -10,12 +10,13 @@ interval ``gagpo eval`` prints) is too narrow.
 
 An evaluation's episodes are read from the ``trajectories.jsonl`` that ``gagpo eval --out``
 writes (through the viewer's reader of it, :func:`gagpo.viewer.data.eval_episodes`); its
-``summary.json`` and a training run's ``evals.json`` keep no per-episode records. numpy only:
-the Student t distribution is computed here (the regularised incomplete beta function).
+``summary.json`` and a training run's ``evals.json`` keep no per-episode records. The t
+distribution and the exact binomial test are scipy's.
 """
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -24,75 +25,14 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+from scipy import stats
 
 from gagpo.common.numbers import check_number
-from gagpo.evaluate import wilson
+from gagpo.evaluate import EPISODES_FILE, wilson
 from gagpo.run_folder import read_json, write_json
 from gagpo.viewer.data import EVAL_FILE, Run, eval_episodes
 
 RATES = {"well_formed": "well-formed replies", "admissible": "admissible actions"}
-
-# ---------------------------------------------------------------------------------------------
-# Student's t distribution (numpy has none, and scipy is not a dependency)
-
-
-def _beta_continued_fraction(a: float, b: float, x: float) -> float:
-    """The continued fraction of the incomplete beta function (modified Lentz's method)."""
-    tiny, eps = 1e-300, 1e-15
-    c, d = 1.0, 1.0 - (a + b) * x / (a + 1.0)
-    d = 1.0 / (d if abs(d) > tiny else tiny)
-    h = d
-    for m in range(1, 1000):
-        for aa in (m * (b - m) * x / ((a + 2 * m - 1) * (a + 2 * m)),
-                   -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 2 * m + 1))):
-            d = 1.0 + aa * d
-            d = 1.0 / (d if abs(d) > tiny else tiny)
-            c = 1.0 + aa / c
-            c = c if abs(c) > tiny else tiny
-            h *= d * c
-        if abs(d * c - 1.0) < eps:
-            break
-    return h
-
-
-def incomplete_beta(a: float, b: float, x: float) -> float:
-    """The regularised incomplete beta function I_x(a, b), for a, b > 0 and x in [0, 1]."""
-    if x <= 0.0:
-        return 0.0
-    if x >= 1.0:
-        return 1.0
-    log_front = (math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b)
-                 + a * math.log(x) + b * math.log1p(-x))
-    # The fraction converges fast for x below the mean of Beta(a, b); above it, use symmetry.
-    if x < (a + 1.0) / (a + b + 2.0):
-        return math.exp(log_front) * _beta_continued_fraction(a, b, x) / a
-    return 1.0 - math.exp(log_front) * _beta_continued_fraction(b, a, 1.0 - x) / b
-
-
-def t_two_sided_p(t: float, df: float) -> float:
-    """P(|T| >= |t|) for Student's T with ``df`` degrees of freedom."""
-    if math.isinf(t):
-        return 0.0
-    return incomplete_beta(df / 2.0, 0.5, df / (df + t * t))
-
-
-def t_quantile(q: float, df: float) -> float:
-    """The ``q`` quantile (q in (0.5, 1)) of Student's t with ``df`` degrees of freedom, by
-    bisection of :func:`t_two_sided_p` (monotone), to about 1e-12."""
-    tail = 2.0 * (1.0 - q)
-    lo, hi = 0.0, 1.0
-    while t_two_sided_p(hi, df) > tail:
-        lo, hi = hi, 2.0 * hi
-    for _ in range(200):
-        mid = (lo + hi) / 2.0
-        if t_two_sided_p(mid, df) > tail:
-            lo = mid
-        else:
-            hi = mid
-        if hi - lo < 1e-12:
-            break
-    return (lo + hi) / 2.0
-
 
 # ---------------------------------------------------------------------------------------------
 # Pure statistics
@@ -120,10 +60,11 @@ def paired_t(d: npt.ArrayLike) -> PairedT:
     if len(d) < 2:
         return PairedT(mean, None, None, None)
     se = float(d.std(ddof=1)) / math.sqrt(len(d))
-    half = t_quantile(0.975, len(d) - 1) * se
+    half = float(stats.t.ppf(0.975, len(d) - 1)) * se
     if se == 0.0:  # identical differences: t is 0 or infinite
         return PairedT(mean, mean, mean, 1.0 if mean == 0.0 else 0.0)
-    return PairedT(mean, mean - half, mean + half, t_two_sided_p(mean / se, len(d) - 1))
+    p = 2.0 * float(stats.t.sf(abs(mean) / se, len(d) - 1))
+    return PairedT(mean, mean - half, mean + half, p)
 
 
 def bootstrap_interval(n: int, statistic: Callable[[np.ndarray], np.ndarray], *,
@@ -183,10 +124,10 @@ def sign_test(b_better: int, a_better: int) -> float:
     """Exact two-sided sign test (McNemar's exact test for 0/1 outcomes): under no difference
     each discordant goal favours B with probability 1/2, so the p-value is twice the binomial
     tail of the smaller count, capped at 1 (1 when no goal is discordant)."""
-    n, k = b_better + a_better, min(b_better, a_better)
+    n = b_better + a_better
     if n == 0:
         return 1.0
-    return min(1.0, 2.0 * sum(math.comb(n, i) for i in range(k + 1)) / 2.0 ** n)
+    return float(stats.binomtest(b_better, n, 0.5, alternative="two-sided").pvalue)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -400,8 +341,9 @@ def _no_records(path: Path) -> ValueError:
 
 
 def episodes_file(path: Path) -> Path:
-    """The ``trajectories.jsonl`` that ``path`` names: that file, the folder holding it, or
-    the ``summary.json`` beside it.
+    """The per-episode records that ``path`` names: an ``episodes.jsonl`` or a
+    ``trajectories.jsonl``, the folder holding them (``episodes.jsonl`` first: it is the small
+    one), or the ``summary.json`` beside them.
 
     Raises:
         FileNotFoundError: ``path`` does not exist.
@@ -409,19 +351,36 @@ def episodes_file(path: Path) -> Path:
     """
     if not path.exists():
         raise FileNotFoundError(f"{path}: no such file or folder")
+    folder = path if path.is_dir() else path.parent
+    if path.is_dir() or path.name == "summary.json":
+        for name in (EPISODES_FILE, EVAL_FILE):
+            if (folder / name).is_file():
+                return folder / name
     if path.is_dir():
-        if (path / EVAL_FILE).is_file():
-            return path / EVAL_FILE
         for name in ("summary.json", "evals.json"):
             if (path / name).is_file():
                 raise _no_records(path / name)
-        raise ValueError(f"{path} holds no evaluation: gagpo compare reads the {EVAL_FILE} "
-                         "that gagpo eval --out DIR writes")
-    if path.name == EVAL_FILE:
+        raise ValueError(f"{path} holds no evaluation: gagpo compare reads the {EPISODES_FILE} "
+                         f"or {EVAL_FILE} that gagpo eval --out DIR writes")
+    if path.name in (EPISODES_FILE, EVAL_FILE):
         return path
-    if path.name == "summary.json" and (path.parent / EVAL_FILE).is_file():
-        return path.parent / EVAL_FILE
     raise _no_records(path)
+
+
+def _episode_records(source: Path) -> list[Episode]:
+    """The episodes of an ``episodes.jsonl`` (a torn last line skipped)."""
+    out = []
+    for line in source.read_text(encoding="utf-8").splitlines():
+        try:
+            e = json.loads(line)
+            n = int(e["length"])
+            out.append(Episode(goal=str(e["task_id"]), task_type=str(e.get("task_type", "")),
+                               won=bool(e["won"]), score=float(e["score"]), steps=n,
+                               well_formed=n - int(e["malformed_replies"]),
+                               admissible=n - int(e["invalid_actions"])))
+        except (ValueError, KeyError, TypeError):
+            continue
+    return out
 
 
 def load_evaluation(path: str | Path, label: str | None = None) -> Evaluation:
@@ -433,10 +392,16 @@ def load_evaluation(path: str | Path, label: str | None = None) -> Evaluation:
             whose steps lack the well-formed and admissible flags.
     """
     source = episodes_file(Path(path))
-    rollouts = eval_episodes(Run(source.parent.name, source.parent, "eval"))
-    if not rollouts:
-        raise ValueError(f"{source} holds no episode records")
-    episodes = []
+    if source.name == EPISODES_FILE:
+        episodes = _episode_records(source)
+        rollouts = []
+        if not episodes:
+            raise ValueError(f"{source} holds no episode records")
+    else:
+        rollouts = eval_episodes(Run(source.parent.name, source.parent, "eval"))
+        episodes = []
+        if not rollouts:
+            raise ValueError(f"{source} holds no episode records")
     for r in rollouts:
         if any(s.well_formed is None or s.action_valid is None for s in r.steps):
             raise ValueError(f"{source}: episode {r.trajectory}'s steps lack the well_formed "

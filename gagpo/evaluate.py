@@ -2,8 +2,8 @@
 (:func:`evaluate_model`), many episodes summarised as a table a reader can trust.
 
 Success rate and score per task type with 95% confidence intervals (Wilson for rates, the
-normal approximation for mean scores), printed as a table and written as JSON, and every
-trajectory's steps as JSONL.
+normal approximation for mean scores), printed as a table and written as JSON; every
+trajectory's steps as JSONL, and one line per episode (:data:`EPISODES_FILE`).
 """
 
 from __future__ import annotations
@@ -33,6 +33,10 @@ if TYPE_CHECKING:
     from gagpo.envs.vector import GroupVectorEnv
 
 Z95 = 1.959964
+EPISODES_FILE = "episodes.jsonl"
+"""One line per episode (task, length, return, score, won, malformed replies, invalid actions:
+:meth:`StepTable.episodes`), written beside ``trajectories.jsonl``: small enough to commit
+behind a table, and what ``gagpo compare`` pairs."""
 
 
 def wilson(successes: int, n: int) -> tuple[float, float]:
@@ -246,6 +250,7 @@ def evaluate(
     if out_dir:
         out_dir.mkdir(parents=True, exist_ok=True)
         (out_dir / "trajectories.jsonl").write_text("")
+        (out_dir / EPISODES_FILE).write_text("")
     started = time.perf_counter()
     # Episodes end in bursts (a batch's at its step limit): the ETA uses the whole run's rate
     # (smoothing=0), not a moving average that swings with each burst.
@@ -258,12 +263,17 @@ def evaluate(
     try:
         with autocast:
             for start, table in batches:
-                all_episodes.extend(table.episodes())
+                episodes = table.episodes()
+                all_episodes.extend(episodes)
                 if out_dir:
                     with open(out_dir / "trajectories.jsonl", "a", encoding="utf-8") as f:
                         for r in table.rows:
                             row = r.to_dict() | {"task_index": start + r.group}
                             f.write(json.dumps(row, ensure_ascii=False) + "\n")
+                    with open(out_dir / EPISODES_FILE, "a", encoding="utf-8") as f:
+                        for e in episodes:
+                            e = e | {"task_index": start + e["group"]}
+                            f.write(json.dumps(e, ensure_ascii=False) + "\n")
     finally:
         bar.close()
         batches.close()  # closes the envs

@@ -35,8 +35,6 @@ from gagpo.compare import (
     paired_bootstrap_mean,
     paired_t,
     sign_test,
-    t_quantile,
-    t_two_sided_p,
 )
 from gagpo.evaluate import wilson
 
@@ -58,13 +56,12 @@ def side(label: str, episodes: list[Episode]) -> Evaluation:
     return Evaluation(label, Path(label), tuple(episodes), {})
 
 
-def test_t_quantiles_and_p_values_match_the_tables():
-    for df, q in T_TABLE.items():
-        assert t_quantile(0.975, df) == pytest.approx(q, abs=1e-4)
-    assert t_two_sided_p(2.228, 10) == pytest.approx(0.05, abs=1e-4)  # t(0.975, 10) = 2.228
-    assert t_two_sided_p(0.0, 7) == pytest.approx(1.0)
-    # With many degrees of freedom t is the normal: P(|Z| > 1.96) = 0.05.
-    assert t_two_sided_p(1.959964, 100_000) == pytest.approx(0.05, abs=1e-4)
+def test_the_paired_t_test_p_value_matches_the_tables():
+    # Ten differences shifted so that mean / se is t(0.975, 9) = 2.2622: p is 0.05.
+    d0 = np.array([0.3, -1.2, 0.8, 2.0, -0.4, 1.1, 0.0, 0.6, -0.9, 1.5])
+    se = d0.std(ddof=1) / math.sqrt(10)
+    assert paired_t(d0 - d0.mean() + T_TABLE[9] * se).p == pytest.approx(0.05, abs=1e-4)
+    assert paired_t(d0 - d0.mean()).p == pytest.approx(1.0)
 
 
 def test_paired_difference_and_t_interval_by_hand():
@@ -244,13 +241,18 @@ def test_cli_prints_the_table_with_gagpo_evals_own_numbers(evals, tmp_path, caps
     assert table[2].startswith(f"| success % | {100 * s['a']:.1f} | {100 * s['b']:.1f} | "
                                f"{100 * s['diff']:+.1f} [")
     assert f"B better on {s['sign_test']['b_better']} goals" in table[2]
-    # The folder, its summary.json and its trajectories.jsonl name one evaluation; a seed, one
-    # result.
+    # The folder and its summary.json name its episodes.jsonl; its trajectories.jsonl, every
+    # step, holds the same episodes: one seed, one result whichever file is read.
+    assert result["sources"] == [str(evals[n] / "episodes.jsonl") for n in ("random", "rule")]
     again = tmp_path / "again.json"
-    assert main(["compare", str(evals["random"] / "trajectories.jsonl"), str(evals["rule"]),
-                 "--out", str(again), "--seed", "3", "--bootstrap", "500",
-                 "--labels", "random,rule"]) == 0
-    assert json.loads(again.read_text()) == result
+    assert main(["compare", str(evals["random"] / "trajectories.jsonl"),
+                 str(evals["rule"] / "trajectories.jsonl"), "--out", str(again), "--seed", "3",
+                 "--bootstrap", "500", "--labels", "random,rule"]) == 0
+    from_steps = json.loads(again.read_text())
+    assert from_steps.pop("sources") == [str(evals[n] / "trajectories.jsonl")
+                                         for n in ("random", "rule")]
+    result.pop("sources")
+    assert from_steps == result
 
 
 def test_cli_errors_exit_2_with_a_message(evals, tmp_path, capsys):
