@@ -53,6 +53,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.record import machine
+from gagpo.evaluate import EPISODES_FILE
 
 MODEL = "smollm2-135m"
 HISTORY = 2
@@ -434,7 +435,8 @@ def curves(work: Path, png: Path, run: EnvRun = WEBSHOP, records: Path | None = 
 
 
 def keep_records(work: Path, out: Path, s: Settings) -> None:
-    """Copy every finished evaluation's summary (``out/evals/<folder>.json``) and every
+    """Copy every finished evaluation's summary (``out/evals/<folder>.json``) and episodes
+    (``out/evals/<folder>/episodes.jsonl``, for ``gagpo compare``), and every
     training stage's metrics (``out/metrics/<stage>.jsonl``, with the format rate from its
     step tables: :func:`logged_iterations`) into ``out``, so that the table and the curves
     can be drawn again once ``work`` (weights and all) is gone, and a later report from
@@ -444,6 +446,12 @@ def keep_records(work: Path, out: Path, s: Settings) -> None:
             target = out / "evals" / f"{st.done_file.parent.name}.json"
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_bytes(st.done_file.read_bytes())
+            # Its episodes, one line each: what gagpo compare pairs, goal by goal.
+            episodes = st.done_file.parent / EPISODES_FILE
+            if episodes.exists():
+                kept = out / "evals" / st.done_file.parent.name / EPISODES_FILE
+                kept.parent.mkdir(parents=True, exist_ok=True)
+                kept.write_bytes(episodes.read_bytes())
         elif st.metrics is not None and st.metrics.exists():
             target = out / "metrics" / f"{st.metrics.parent.name}.jsonl"
             target.parent.mkdir(parents=True, exist_ok=True)

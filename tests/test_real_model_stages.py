@@ -115,6 +115,8 @@ def test_a_report_keeps_its_rows_and_curves_once_the_runs_are_gone(tmp_path):
     (work / "eval_rule").mkdir(parents=True)
     (work / "eval_rule" / "summary.json").write_text(
         json.dumps({"by_type": {"all": RULE_ROW}, "seconds": 6}))
+    episodes = '{"task_id": "webshop:0", "won": true, "score": 1.0, "length": 3}\n'
+    (work / "eval_rule" / "episodes.jsonl").write_text(episodes)
     (work / "gigpo" / "steps").mkdir(parents=True)
     logged = [{"iteration": i, "train/success": 0.1 * i, "train/score": 0.3} for i in (1, 2)]
     (work / "gigpo" / "metrics.jsonl").write_text(
@@ -126,6 +128,7 @@ def test_a_report_keeps_its_rows_and_curves_once_the_runs_are_gone(tmp_path):
     save_step_table(work / "gigpo" / "steps" / "iter_00001.npz", table, cols, False)
     first = report(work, out, Settings(), {})
     assert (out / "evals" / "eval_rule.json").exists()
+    assert (out / "evals" / "eval_rule" / "episodes.jsonl").read_text() == episodes
     kept = [json.loads(line) for line in
             (out / "metrics" / "gigpo.jsonl").read_text().splitlines()]
     assert [line["iteration"] for line in kept] == [1, 2]
