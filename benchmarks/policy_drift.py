@@ -55,7 +55,7 @@ def token_logprobs(model, prompts: list[list[int]], replies: list[list[int]], pa
                    temperature: float, amp: torch.dtype | None) -> list[torch.Tensor]:
     """Each reply's per-token log-probs under ``model``, one prompt at a time (a prompt and
     its reply can be 1,000 tokens: this keeps memory to one sequence)."""
-    from gagpo.losses import reply_logprobs
+    from gagpo.logprobs import reply_logprobs
 
     out = []
     for prompt, reply in zip(prompts, replies, strict=True):

@@ -28,7 +28,7 @@ lands on all of them. In one process, all sides share one pool of torch threads:
 build binds them to the cores ``OMP_NUM_THREADS`` allows.
 Their replies differ (different draws from the same distributions), hence their new-token counts
 too: the ratio per new token is printed beside the wall-time ratio. Afterwards, up to 16 of
-each side's replies are scored as the trainer scores them (``gagpo.losses.reply_logprobs``: one
+each side's replies are scored as the trainer scores them (``gagpo.logprobs.reply_logprobs``: one
 forward pass over prompt + reply, under that side's autocast): the gap to the log-probs the
 side recorded says whether it samples from the distribution the trainer computes.
 
@@ -304,11 +304,11 @@ def libraries(with_vllm: bool) -> str:
 
 def logprob_gaps(model: Any, side: Side, pad_id: int) -> tuple[float, float]:
     """Mean and largest |recorded - recomputed| log-prob over ``side``'s kept replies' tokens,
-    recomputed as the trainer does (:func:`gagpo.losses.reply_logprobs`: one pass over prompt +
+    recomputed as the trainer does (:func:`gagpo.logprobs.reply_logprobs`: one pass over prompt +
     reply, under the side's autocast; temperature 1)."""
     import torch
 
-    from gagpo.losses import reply_logprobs
+    from gagpo.logprobs import reply_logprobs
 
     gaps: list[torch.Tensor] = []
     with torch.no_grad():

@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
+from gagpo.batching import micro_batches, packed_micro_batches
 from gagpo.distributed import (
     full_parameters,
     full_state,
@@ -42,7 +43,7 @@ from gagpo.distributed import (
     optimizer_state,
     shard_model,
 )
-from gagpo.losses import micro_batches, packed_micro_batches, pad_batch
+from gagpo.logprobs import pad_batch
 from gagpo.policy_update import optimizer_steps, packs_prompts
 
 if TYPE_CHECKING:

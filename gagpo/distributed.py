@@ -26,7 +26,7 @@ from typing import Any
 
 import torch
 
-from gagpo.losses import micro_batches
+from gagpo.batching import micro_batches
 
 PARALLEL_MODES = ("ddp", "fsdp")
 

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
+from gagpo.batching import micro_batches, packed_micro_batches
 from gagpo.distributed import (
     all_reduce_sum,
     full_parameters,
@@ -28,14 +29,8 @@ from gagpo.distributed import (
     sync_gradients,
     with_padding_passes,
 )
-from gagpo.losses import (
-    LossConfig,
-    micro_batches,
-    packed_micro_batches,
-    policy_loss,
-    reply_logprobs,
-    right_align,
-)
+from gagpo.logprobs import reply_logprobs, right_align
+from gagpo.losses import LossConfig, policy_loss
 
 if TYPE_CHECKING:
     from gagpo.train_config import TrainConfig
@@ -219,7 +214,7 @@ def update(model: Any, ref_model: Any | None, optimizer: torch.optim.Optimizer, 
 
 
 def passed_tokens(prompts: list, replies: list, packed: bool) -> int:
-    """Tokens a :func:`gagpo.losses.reply_logprobs` pass runs on: rows x (longest prompt +
+    """Tokens a :func:`gagpo.logprobs.reply_logprobs` pass runs on: rows x (longest prompt +
     longest reply) padded; each distinct prompt once plus every reply, packed."""
     if packed:
         return sum(len(r) for r in replies) + sum(len(p) for p in {tuple(p) for p in prompts})

@@ -12,6 +12,7 @@ import torch
 from tqdm import tqdm
 
 from gagpo.agents.policies.base import Policy
+from gagpo.batching import packed_micro_batches
 from gagpo.distributed import (
     all_reduce_max,
     all_reduce_sum,
@@ -22,7 +23,7 @@ from gagpo.distributed import (
     sync_gradients,
     with_padding_passes,
 )
-from gagpo.losses import packed_micro_batches, reply_logprobs
+from gagpo.logprobs import reply_logprobs
 from gagpo.policy_update import packs_prompts
 from gagpo.train_config import TrainConfig
 
