@@ -5,15 +5,16 @@ over ranks; and the recomputation of the rollout's log-probs with the trained mo
 :func:`optimizer_steps` is the loop every update of the trainer runs (the policy's here, the
 critic's in :mod:`gagpo.critic`): ``ppo_epochs`` passes of ``num_minibatches`` optimizer steps,
 each minibatch cut into micro-batches (gradient accumulation) of at most ``micro_batch_tokens``
-padded tokens.
+padded tokens. The update trains on an :class:`UpdateBatch`, which nothing changes in place:
+:func:`recompute_old_logprobs` returns a new one.
 """
 
 from __future__ import annotations
 
 import contextlib
 import copy
-from collections.abc import Callable
-from dataclasses import dataclass, fields
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, fields, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -73,6 +74,44 @@ def optimizer_steps(model: Any, optimizer: torch.optim.Optimizer, lengths: list[
             optimizer.step()
     optimizer.zero_grad(set_to_none=True)
     return grad_norm
+
+
+@dataclass(frozen=True)
+class UpdateBatch:
+    """The actions an update trains on, one row per environment step (the same number of rows
+    in each field; the sequences are tuples, so that no holder can change them in place)."""
+
+    prompt: tuple[tuple[int, ...], ...]
+    """The prompt's token ids."""
+    reply: tuple[tuple[int, ...], ...]
+    """The reply's token ids: the action, whose tokens are trained on."""
+    old_logp: tuple[tuple[float, ...], ...]
+    """The reply tokens' log-probs under the rollout policy (one per reply token)."""
+    adv: tuple[float, ...]
+    """The action's advantage, shared by its tokens."""
+
+    def __post_init__(self) -> None:
+        rows = {len(self.prompt), len(self.reply), len(self.old_logp), len(self.adv)}
+        if len(rows) > 1:
+            raise ValueError(f"an update batch's fields have different row counts: {rows}")
+        # Frozen, and deeply: lists given in are copied into tuples once.
+        for name in ("prompt", "reply", "old_logp"):
+            object.__setattr__(self, name, tuple(tuple(r) for r in getattr(self, name)))
+        object.__setattr__(self, "adv", tuple(float(a) for a in self.adv))
+
+    def __len__(self) -> int:
+        return len(self.adv)
+
+    @classmethod
+    def of(cls, batch: UpdateBatch | Mapping[str, Sequence]) -> UpdateBatch:
+        """``batch`` itself, or the batch of a mapping with the fields' names as keys."""
+        if isinstance(batch, cls):
+            return batch
+        return cls(**{f.name: batch[f.name] for f in fields(cls)})
+
+    def with_old_logp(self, old_logp: Sequence[Sequence[float]]) -> UpdateBatch:
+        """The same actions with other rollout log-probs."""
+        return replace(self, old_logp=old_logp)
 
 
 @dataclass(frozen=True)
@@ -143,11 +182,13 @@ def packs_prompts(cfg: TrainConfig, model: Any) -> bool:
     return next(model.parameters()).device.type == "cpu"
 
 
-def update(model: Any, ref_model: Any | None, optimizer: torch.optim.Optimizer, batch: dict,
-           cfg: TrainConfig, *, world: int, epoch_seed: int, amp: torch.dtype | None,
-           pad_id: int) -> UpdateStats:
+def update(model: Any, ref_model: Any | None, optimizer: torch.optim.Optimizer,
+           batch: UpdateBatch | Mapping[str, Sequence], cfg: TrainConfig, *, world: int,
+           epoch_seed: int, amp: torch.dtype | None, pad_id: int) -> UpdateStats:
     """The policy's :func:`optimizer_steps` on ``batch`` (prompts, replies, old log-probs,
-    advantages), with the clipped surrogate of :func:`gagpo.losses.policy_loss`."""
+    advantages; an :class:`UpdateBatch` or a mapping of its fields), with the clipped surrogate
+    of :func:`gagpo.losses.policy_loss`."""
+    batch = UpdateBatch.of(batch)
     loss_cfg = LossConfig(ratio_level=cfg.resolved_ratio_level(), clip_eps=cfg.clip_eps,
                           clip_eps_high=cfg.clip_eps_high, dual_clip=cfg.dual_clip,
                           kl_coef=cfg.kl_coef, entropy_coef=cfg.entropy_coef,
@@ -161,7 +202,7 @@ def update(model: Any, ref_model: Any | None, optimizer: torch.optim.Optimizer, 
     def count(mb: list[int]) -> float:
         """The denominator of the mean: the minibatch's reply tokens, or its actions."""
         if loss_cfg.aggregation == "token-mean":
-            return sum(len(batch["reply"][i]) for i in mb)
+            return sum(len(batch.reply[i]) for i in mb)
         return len(mb)
 
     def micro_step(idx: list[int] | None, denom: float) -> None:
@@ -169,10 +210,10 @@ def update(model: Any, ref_model: Any | None, optimizer: torch.optim.Optimizer, 
         if idx is None:  # a padding pass: same collectives, no gradient
             prompts, replies, olds, advs = [[pad_id]], [[pad_id]], [[0.0]], [0.0]
         else:
-            prompts = [batch["prompt"][i] for i in idx]
-            replies = [batch["reply"][i] for i in idx]
-            olds = [batch["old_logp"][i] for i in idx]
-            advs = [batch["adv"][i] for i in idx]
+            prompts = [batch.prompt[i] for i in idx]
+            replies = [batch.reply[i] for i in idx]
+            olds = [batch.old_logp[i] for i in idx]
+            advs = [batch.adv[i] for i in idx]
         logp, mask, ent = reply_logprobs(model, prompts, replies, pad_id=pad_id,
                                          temperature=temp, with_entropy=True,
                                          autocast_dtype=amp, packed=packed)
@@ -197,10 +238,10 @@ def update(model: Any, ref_model: Any | None, optimizer: torch.optim.Optimizer, 
 
     def packed_split(mb: list[int]) -> list[list[int]]:
         return [[mb[j] for j in c] for c in packed_micro_batches(
-            [batch["prompt"][i] for i in mb], [batch["reply"][i] for i in mb],
+            [batch.prompt[i] for i in mb], [batch.reply[i] for i in mb],
             cfg.micro_batch_tokens, one_prompt_each=is_sharded(model))]
 
-    lengths = [len(p) + len(r) for p, r in zip(batch["prompt"], batch["reply"], strict=True)]
+    lengths = [len(p) + len(r) for p, r in zip(batch.prompt, batch.reply, strict=True)]
     grad_norm = optimizer_steps(model, optimizer, lengths, cfg, world=world,
                                 epoch_seed=epoch_seed, count=count, micro_step=micro_step,
                                 split=packed_split if packed else None)
@@ -221,32 +262,36 @@ def passed_tokens(prompts: list, replies: list, packed: bool) -> int:
     return len(prompts) * (max(len(r) for r in replies) + max(len(p) for p in prompts))
 
 
-def recompute_old_logprobs(model: Any, batch: dict, cfg: TrainConfig, amp, pad_id: int
-                           ) -> tuple[float, int]:
-    """Replace the sampler's log-probs in ``batch`` by the trained model's own, at the sampling
-    temperature. Returns ``(sum of |sampler - recomputed|, tokens compared)``: how far the
-    sampler's numerics (vLLM's kernels, another dtype) are from the trainer's."""
+def recompute_old_logprobs(model: Any, batch: UpdateBatch | Mapping[str, Sequence],
+                           cfg: TrainConfig, amp, pad_id: int
+                           ) -> tuple[UpdateBatch, tuple[float, int]]:
+    """``batch`` with the sampler's log-probs replaced by the trained model's own, at the
+    sampling temperature (a new batch: ``batch`` is left as it is), and ``(sum of |sampler -
+    recomputed|, tokens compared)``: how far the sampler's numerics (vLLM's kernels, another
+    dtype) are from the trainer's."""
+    batch = UpdateBatch.of(batch)
     temp = sampling_temperature(cfg)
     packed = packs_prompts(cfg, model)
     if packed:
         # Inside full_parameters a pass is no collective: ranks may run different numbers.
-        chunks = packed_micro_batches(batch["prompt"], batch["reply"], cfg.micro_batch_tokens)
+        chunks = packed_micro_batches(batch.prompt, batch.reply, cfg.micro_batch_tokens)
     else:
         chunks = micro_batches([len(p) + len(r) for p, r in
-                                zip(batch["prompt"], batch["reply"], strict=True)],
+                                zip(batch.prompt, batch.reply, strict=True)],
                                cfg.micro_batch_tokens)
     gap, compared = 0.0, 0
+    recomputed: list[Sequence[float]] = list(batch.old_logp)
     with torch.no_grad(), full_parameters(model):
         for idx in chunks:
-            replies = [batch["reply"][i] for i in idx]
-            logp, mask, _ = reply_logprobs(model, [batch["prompt"][i] for i in idx], replies,
+            replies = [batch.reply[i] for i in idx]
+            logp, mask, _ = reply_logprobs(model, [batch.prompt[i] for i in idx], replies,
                                            pad_id=pad_id, temperature=temp, autocast_dtype=amp,
                                            packed=packed)
             for j, i in enumerate(idx):
                 mine = logp[j, mask.shape[1] - len(replies[j]):].tolist()
-                sampled = batch["old_logp"][i]
+                sampled = batch.old_logp[i]
                 if len(sampled) == len(mine):
                     gap += sum(abs(a - b) for a, b in zip(sampled, mine, strict=True))
                     compared += len(mine)
-                batch["old_logp"][i] = mine
-    return gap, compared
+                recomputed[i] = mine
+    return batch.with_old_logp(recomputed), (gap, compared)

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import random
 import time
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -48,6 +48,7 @@ from gagpo.distributed import (
 )
 from gagpo.evaluate import evaluate_model
 from gagpo.policy_update import (
+    UpdateBatch,
     UpdateStats,
     frozen_reference,
     recompute_old_logprobs,
@@ -213,14 +214,14 @@ def advantages_of(table: StepTable, rewards: np.ndarray, cfg: TrainConfig,
         value=values, return_details=True)
 
 
-def training_batch(table: StepTable, adv: np.ndarray) -> dict[str, list]:
+def training_batch(table: StepTable, adv: np.ndarray) -> UpdateBatch:
     """The actions to train on: every step whose policy gave its prompt's and reply's tokens,
-    with the reply's sampling log-probs (a copy: the update may replace them) and advantage."""
+    with the reply's sampling log-probs and advantage, in row order."""
     prompts, replies = table.column("prompt_token_ids"), table.column("token_ids")
     logprobs = table.column("logprobs")
     idx = [i for i in range(len(table)) if replies[i] and prompts[i]]
-    return {"prompt": [prompts[i] for i in idx], "reply": [replies[i] for i in idx],
-            "old_logp": [list(logprobs[i]) for i in idx], "adv": [float(adv[i]) for i in idx]}
+    return UpdateBatch(prompt=[prompts[i] for i in idx], reply=[replies[i] for i in idx],
+                       old_logp=[logprobs[i] for i in idx], adv=[adv[i] for i in idx])
 
 
 # ---------------------------------------------------------------------------------------------
@@ -280,18 +281,65 @@ def iteration_metrics(parts: list[RankStats], mine: RankStats, timed: TimedPolic
 
 
 # ---------------------------------------------------------------------------------------------
-# The loop.
+# A run's parts: set up once, then restored from its checkpoint or warm-started.
 
 
-def train(cfg: TrainConfig) -> dict[str, Any]:
-    """Run (or resume) a training run; returns the evaluations made along the way."""
-    from tqdm import tqdm
+@dataclass
+class Run:
+    """What one rank of a training run holds from its set-up to its final save."""
 
-    from gagpo.agents.react import ReActAgent
-    from gagpo.agents.rollout import rollout
-    from gagpo.envs import env_spec, split_tasks
+    cfg: TrainConfig
+    out: Path
+    rank: int
+    world: int
+    device: torch.device
+    model: Any
+    """The trained policy's model (sharded under FSDP)."""
+    tokenizer: Any
+    amp: torch.dtype | None
+    """The autocast dtype (None: float32)."""
+    pad_id: int
+    agent: Any
+    """The ReAct agent: prompts and the parsing of replies."""
+    policy: Any
+    """The model's policy: it samples the rollouts unless the vLLM engine does, and tokenises
+    the warm start's demonstrations."""
+    engine: Any | None
+    """vLLM's engine (``--generation vllm``), else None."""
+    ref_model: Any | None
+    """The frozen KL reference; None when no update reads one, or under LoRA without a warm
+    start, whose reference is the adapter-free base."""
+    critic: Critic | None
+    """PPO's value model (None for the critic-free methods)."""
+    train_tasks: list
+    eval_tasks: list
+    evals: dict[str, Any] = field(default_factory=dict)
+    """The evaluations made so far, by name (``before``, ``bc``, ``after_bc``, ``iter_N``,
+    ``after``); a resumed run's include its earlier ones."""
 
-    began = time.perf_counter()  # --max-minutes counts from here
+    def evaluate(self, name: str) -> dict[str, Any]:
+        """Evaluate the policy on the evaluation tasks; recorded under ``name``."""
+        cfg = self.cfg
+        eval_kwargs = env_kwargs(cfg, cfg.resolved_eval_split())
+        summary = evaluate_model(
+            self.model, self.agent, self.eval_tasks, rank=self.rank, world=self.world,
+            amp=self.amp, engine=self.engine, batch=cfg.eval_batch,
+            temperature=cfg.eval_temperature,
+            # A private, fixed seed per rank: evaluating never moves the run's random streams.
+            seed=cfg.seed + 1_000_003 * (self.rank + 1),
+            new_policy=lambda seed: make_policy(self.model, self.tokenizer, cfg,
+                                                temperature=cfg.eval_temperature, seed=seed),
+            new_vec=lambda n: make_vec(cfg, n, 1, eval_kwargs))
+        self.evals[name] = summary
+        return summary
+
+
+def start_processes(cfg: TrainConfig) -> tuple[int, int, torch.device]:
+    """``(rank, world, device)``, the process group joined under torchrun, after the checks
+    that need no model (the env exists, the warm start's teacher fits the training envs) and
+    those of the ranks (FSDP runs under torchrun; the groups divide among the ranks)."""
+    from gagpo.envs import env_spec
+
     env_spec(cfg.env)  # an unknown env fails now, not after the model has loaded
     if cfg.bc_episodes > 0:
         check_teacher_envs(cfg)
@@ -301,18 +349,30 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
                          "--standalone --nproc_per_node=2 -m gagpo.cli train --parallel fsdp ...")
     if cfg.n_groups % world:
         raise ValueError(f"n_groups ({cfg.n_groups}) must be a multiple of the ranks ({world})")
-    out = Path(cfg.out_dir)
-    ckpt_path = out / "checkpoint.pt"
-    if cfg.return_freed_memory:  # before the checkpoint loads: its tensors are freed below
+    if cfg.return_freed_memory:  # before the checkpoint loads: its tensors are freed later
         return_freed_memory()
+    return rank, world, device
+
+
+def open_run_folder(cfg: TrainConfig, out: Path, rank: int, world: int
+                    ) -> dict[str, Any] | None:
+    """The run's folder made ready (by rank 0); returns the checkpoint's state when
+    ``--resume`` goes on from one, None for a new run.
+
+    Raises:
+        ValueError: on every rank alike, before anything runs: the folder holds an earlier run
+            and neither ``--resume`` nor ``--overwrite`` is given (a mistyped command must not
+            delete a run), or the checkpoint's settings differ from ``cfg`` where
+            ``--resume-override`` does not allow it.
+    """
+    ckpt_path = out / "checkpoint.pt"
     state = load_checkpoint(ckpt_path) if cfg.resume and ckpt_path.exists() else None
     if not cfg.resume and not cfg.overwrite and earlier_run(out):
-        # On every rank alike, before anything runs: a mistyped command must not delete a run.
         raise ValueError(
             f"{out} holds an earlier run ({', '.join(earlier_run(out))}): pass --resume to go "
             "on from its checkpoint, --overwrite to replace it, or another --out-dir")
-    start = 0 if state is None else state["iteration"]
-    if state is not None:  # the same run, or a refusal (on every rank alike)
+    if state is not None:  # the same run, or a refusal
+        start = state["iteration"]
         diffs = resume_differences(state["config"], cfg, len(state["rng"]), world)
         overridden = check_resume(diffs, cfg, start)
         if rank == 0:
@@ -324,9 +384,15 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
             record_config_changes(out, start, diffs)
     if rank == 0:
         prepare_run_folder(out, cfg, state)
-    random.seed(cfg.seed)
-    np.random.seed(cfg.seed)
-    torch.manual_seed(cfg.seed)
+    return state
+
+
+def build_run(cfg: TrainConfig, out: Path, rank: int, world: int, device: torch.device) -> Run:
+    """The run's model and tokenizer, agent, policy (and vLLM engine), tasks, frozen reference
+    and PPO's critic, sharded under FSDP: a run before its weights are restored or
+    warm-started."""
+    from gagpo.agents.react import ReActAgent
+    from gagpo.envs import split_tasks
 
     model, tokenizer = build_model(cfg, device)
     amp = bf16_autocast(cfg.bf16, model, device)
@@ -344,21 +410,6 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
     train_tasks = split_tasks(cfg.env, **env_kwargs(cfg, cfg.train_split))
     eval_tasks = split_tasks(cfg.env, **env_kwargs(cfg, cfg.resolved_eval_split())
                              )[:cfg.eval_episodes]
-    evals: dict[str, Any] = {}
-
-    def run_eval(name: str) -> dict[str, Any]:
-        eval_kwargs = env_kwargs(cfg, cfg.resolved_eval_split())
-        summary = evaluate_model(
-            model, agent, eval_tasks, rank=rank, world=world, amp=amp, engine=engine,
-            batch=cfg.eval_batch, temperature=cfg.eval_temperature,
-            # A private, fixed seed per rank: evaluating never moves the run's random streams.
-            seed=cfg.seed + 1_000_003 * (rank + 1),
-            new_policy=lambda seed: make_policy(model, tokenizer, cfg,
-                                                temperature=cfg.eval_temperature, seed=seed),
-            new_vec=lambda n: make_vec(cfg, n, 1, eval_kwargs))
-        evals[name] = summary
-        return summary
-
     # The frozen reference is the starting policy: under LoRA without a warm start the
     # adapter-free base (no copy); otherwise a frozen copy, which the warm start overwrites with
     # its result (under LoRA that is base + the warm start's adapter, not the base alone).
@@ -373,42 +424,260 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
         shard_model(model)
         if ref_model is not None:
             shard_model(ref_model)
-    if state is not None:  # each part dropped once loaded: a resumed run holds no second copy
-        load_full_state(model, state.pop("model"))
-        if critic is not None:
-            critic.load(state.pop("critic"))
-        if ref_model is not None and "reference" in state:
-            load_full_state(ref_model, state.pop("reference"))
-        evals = state["evals"]
-    else:
-        if cfg.eval_episodes > 0:
-            run_eval("before")
-        if cfg.bc_episodes > 0:  # warm start; GAGPO's reference policy is the warm model
-            mine = train_tasks[rank:cfg.bc_episodes:world]
-            teacher = make_teacher(cfg)
-            teacher_kwargs = env_kwargs_for(teacher, env_kwargs(cfg, cfg.train_split))
-            with make_vec(cfg, len(mine), 1, teacher_kwargs) as teacher_envs:
-                demos = expert_demonstrations(cfg, policy, teacher, agent, mine, teacher_envs)
-            model.train()
-            nll = behaviour_cloning(model, demos, cfg, world=world, amp=amp, pad_id=pad_id,
-                                    rank=rank)
-            evals["bc"] = {"demonstration_steps": len(demos), "final_nll": nll}
-            if ref_model is not None:
-                load_full_state(ref_model, full_state(model, trainable_only=False))
-            if cfg.eval_episodes > 0:
-                run_eval("after_bc")
-    if world > 1 and not is_sharded(model):  # the same start on every DDP rank
+    return Run(cfg=cfg, out=out, rank=rank, world=world, device=device, model=model,
+               tokenizer=tokenizer, amp=amp, pad_id=pad_id, agent=agent, policy=policy,
+               engine=engine, ref_model=ref_model, critic=critic, train_tasks=train_tasks,
+               eval_tasks=eval_tasks)
+
+
+def restore(run: Run, state: dict[str, Any]) -> None:
+    """The checkpoint's weights into the run (the model's, the critic's, the warm-started
+    reference's) and its evaluations. Each part is dropped from ``state`` once loaded: a
+    resumed run holds no second copy."""
+    load_full_state(run.model, state.pop("model"))
+    if run.critic is not None:
+        run.critic.load(state.pop("critic"))
+    if run.ref_model is not None and "reference" in state:
+        load_full_state(run.ref_model, state.pop("reference"))
+    run.evals = state["evals"]
+
+
+def warm_start(run: Run) -> None:
+    """A new run's start: the starting policy evaluated, then (``--bc-episodes``) the
+    behaviour-cloning warm start on the teacher's demonstrations, evaluated again. GAGPO's
+    reference policy becomes the warm model."""
+    cfg, rank, world = run.cfg, run.rank, run.world
+    if cfg.eval_episodes > 0:
+        run.evaluate("before")
+    if cfg.bc_episodes <= 0:
+        return
+    mine = run.train_tasks[rank:cfg.bc_episodes:world]
+    teacher = make_teacher(cfg)
+    teacher_kwargs = env_kwargs_for(teacher, env_kwargs(cfg, cfg.train_split))
+    with make_vec(cfg, len(mine), 1, teacher_kwargs) as teacher_envs:
+        demos = expert_demonstrations(cfg, run.policy, teacher, run.agent, mine, teacher_envs)
+    run.model.train()
+    nll = behaviour_cloning(run.model, demos, cfg, world=world, amp=run.amp, pad_id=run.pad_id,
+                            rank=rank)
+    run.evals["bc"] = {"demonstration_steps": len(demos), "final_nll": nll}
+    if run.ref_model is not None:
+        load_full_state(run.ref_model, full_state(run.model, trainable_only=False))
+    if cfg.eval_episodes > 0:
+        run.evaluate("after_bc")
+
+
+def same_start_on_every_rank(model: Any, world: int) -> None:
+    """Rank 0's parameters on every DDP rank (FSDP's shards exist once)."""
+    if world > 1 and not is_sharded(model):
         for p in model.parameters():
             torch.distributed.broadcast(p.data, src=0)
 
+
+def make_optimizer(model: Any, cfg: TrainConfig) -> torch.optim.Optimizer:
+    """AdamW on the trainable parameters (all, or LoRA's adapters)."""
     params = [p for p in model.parameters() if p.requires_grad]
-    optimizer = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
+    return torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
+
+
+def restore_optimizer_and_streams(run: Run, optimizer: torch.optim.Optimizer,
+                                  state: dict[str, Any]) -> None:
+    """The checkpoint's optimizer moments (dropped from ``state`` once loaded) and this rank's
+    random streams: the policy's sampling and vLLM's count of requests."""
+    load_optimizer_state(run.model, optimizer, state.pop("optimizer"))
+    if run.rank < len(state["rng"]):  # else (more ranks, overridden): the seeded streams
+        set_rng_state(state["rng"][run.rank], run.policy)
+        if run.engine is not None:
+            run.engine.requests_made = state["rng"][run.rank].get("engine_requests", 0)
+
+
+# ---------------------------------------------------------------------------------------------
+# An iteration's parts: tasks, rollout, update, step table, checkpoint.
+
+
+def iteration_tasks(cfg: TrainConfig, train_tasks: list, my_groups: list[int], it: int
+                    ) -> tuple[list, list[int]]:
+    """This rank's groups' tasks and env seeds at iteration ``it``. They depend on (seed,
+    iteration) only: a resumed run sees the same."""
+    task_rng = np.random.default_rng([cfg.seed, it])
+    picks = task_rng.choice(len(train_tasks), size=cfg.n_groups,
+                            replace=len(train_tasks) < cfg.n_groups)
+    seeds = [int(task_rng.integers(2**31)) for _ in range(cfg.n_groups)]
+    return [train_tasks[int(picks[g])] for g in my_groups], [seeds[g] for g in my_groups]
+
+
+def play(run: Run, vec: Any, tasks: list, seeds: list[int]) -> tuple[StepTable, TimedPolicy]:
+    """The current policy's episodes of ``tasks`` (G copies each) in ``vec``; vLLM's engine
+    gets the model's weights first."""
+    from gagpo.agents.rollout import rollout
+
+    if run.engine is not None:
+        sync_engine(run.engine, run.model)
+    timed = TimedPolicy(run.engine or run.policy)
+    run.model.eval()
+    with torch.no_grad(), full_parameters(run.model), \
+            torch.autocast(run.device.type, dtype=run.amp or torch.bfloat16,
+                           enabled=run.amp is not None):
+        table = rollout(timed, run.agent, vec, tasks, seeds=seeds)
+    return table, timed
+
+
+@dataclass(frozen=True)
+class Learned:
+    """What an iteration computed from its rollout, and what its update measured."""
+
+    steps: StepTable
+    """The rollout's steps, lost episodes left out."""
+    rewards: np.ndarray
+    penalty: np.ndarray
+    values: np.ndarray | None
+    """PPO's critic's values of the steps' prompts (None without a critic)."""
+    advantages: np.ndarray
+    details: dict[str, Any]
+    """The estimator's details (:func:`advantages_of`)."""
+    update: UpdateStats
+    critic: CriticStats | None
+    logprob_gap: tuple[float, int] | None
+    seconds: float
+    """Time spent updating (the policy, its log-probs recomputed, the critic)."""
+
+    def rank_stats(self, table: StepTable) -> RankStats:
+        """This rank's share of the metrics; ``table`` is the whole rollout."""
+        return RankStats(
+            episodes=table.episodes(), advantages=self.advantages.tolist(),
+            steps=len(self.steps), shared_steps=int((self.details["state_group_size"] > 1).sum()),
+            invalid_steps=int((~valid_actions(self.steps)).sum()), update=self.update,
+            critic=self.critic, logprob_gap=self.logprob_gap)
+
+
+def learn(run: Run, optimizer: torch.optim.Optimizer, table: StepTable, it: int) -> Learned:
+    """Rewards and advantages (pure functions of the steps; lost episodes left out), then the
+    policy update (and PPO's critic's; the policy waits out the critic's warm-up)."""
+    cfg = run.cfg
+    steps = replace(table, rows=[r for r in table.rows if not r.failed])
+    rewards, penalty = rewards_and_penalties(steps, cfg)
+    prompts = steps.column("prompt_token_ids")
+    values = None if run.critic is None else run.critic.values(prompts, amp=run.amp,
+                                                                pad_id=run.pad_id)
+    adv, details = advantages_of(steps, rewards, cfg, penalty, values)
+    batch = training_batch(steps, adv)
+
+    t1 = time.perf_counter()
+    run.model.train()
+    gap = None
+    if cfg.recompute_old_logp or run.engine is not None:  # vLLM's numerics are not ours
+        batch, gap = recompute_old_logprobs(run.model, batch, cfg, run.amp, run.pad_id)
+    epoch_seed = cfg.seed * 1_000_003 + it * 101 + run.rank
+    critic_stats = None if run.critic is None else run.critic.update(
+        prompts, values, details["value_target"], epoch_seed=epoch_seed, amp=run.amp,
+        pad_id=run.pad_id)
+    stats = UpdateStats.skipped() if it < cfg.critic_warmup else update(
+        run.model, run.ref_model, optimizer, batch, cfg, world=run.world,
+        epoch_seed=epoch_seed, amp=run.amp, pad_id=run.pad_id)
+    return Learned(steps=steps, rewards=rewards, penalty=penalty, values=values,
+                   advantages=adv, details=details, update=stats, critic=critic_stats,
+                   logprob_gap=gap, seconds=time.perf_counter() - t1)
+
+
+def save_steps(run: Run, it: int, learned: Learned) -> None:
+    """Iteration ``it``'s step table, with its rewards, advantages and the estimator's
+    details, one file per rank."""
+    name = f"iter_{it + 1:05d}" + (f"_rank{run.rank}" if run.world > 1 else "") + ".npz"
+    d = learned.details
+    save_step_table(run.out / "steps" / name, learned.steps,
+                    {"reward": learned.rewards, "penalty": learned.penalty,
+                     "advantage": learned.advantages, "return": d["returns"],
+                     "value": d["value"], "state_group_size": d["state_group_size"]}
+                    | ({} if learned.values is None else {"critic_value": learned.values}),
+                    run.cfg.keeps_observations())
+
+
+def checkpoint_payload(run: Run, optimizer: torch.optim.Optimizer, rngs: list[dict[str, Any]],
+                       iteration: int) -> dict[str, Any]:
+    """What a checkpoint holds: the model's and the optimizer's full states, every rank's
+    random streams, the iterations done, the settings and the evaluations; the warm-started
+    reference and PPO's critic where the run has them. Tensors as they are (no clones): a
+    checkpoint must not double the model. Gathering full tensors is a collective under FSDP:
+    there every rank builds it."""
+    payload = {"model": full_state(run.model, clone=False),
+               "optimizer": optimizer_state(run.model, optimizer),
+               "rng": rngs, "iteration": iteration, "config": run.cfg.to_dict(),
+               "evals": run.evals}
+    if run.ref_model is not None and "bc" in run.evals:  # else: rebuilt from cfg.model
+        payload["reference"] = full_state(run.ref_model, trainable_only=False, clone=False)
+    if run.critic is not None:
+        payload["critic"] = run.critic.state()
+    return payload
+
+
+def write_checkpoint(run: Run, optimizer: torch.optim.Optimizer, iteration: int) -> None:
+    """The checkpoint after ``iteration`` iterations, written by rank 0 (every rank calls
+    this: the random streams are gathered, and under FSDP the tensors too)."""
+    rngs = gather_objects(rng_state(run.policy) | (
+        {"engine_requests": run.engine.requests_made} if run.engine is not None else {}),
+        run.world)
+    if run.rank == 0 or is_sharded(run.model):
+        payload = checkpoint_payload(run, optimizer, rngs, iteration)
+        if run.rank == 0:
+            save_checkpoint(run.out / "checkpoint.pt", **payload)
+
+
+# ---------------------------------------------------------------------------------------------
+# The end of a run.
+
+
+def saves_final(cfg: TrainConfig, start: int, resumed: bool, stopped: bool) -> bool:
+    """Whether the run ends by saving its model to ``final/``: the model at the run's last
+    iteration, also when a resume found the checkpoint already there (a run stopped early and
+    ended with ``--resume --iterations K``); a warm start alone (``--iterations 0
+    --bc-episodes N``) too, since later runs start from it (``--model RUN_DIR/final``). A run
+    that --max-minutes stopped has none: final/ says the run is complete."""
+    return not stopped and ((cfg.iterations > 0 and start <= cfg.iterations)
+                            or (not resumed and cfg.bc_episodes > 0))
+
+
+def finish(run: Run, *, save_final: bool) -> None:
+    """The run's end, on every rank: the ranks' parameter digests compared and recorded (DDP
+    must leave every rank with the same parameters; under FSDP each shard exists once, and
+    rank 0 records the digest of the gathered model), the evaluations written, and the model
+    saved to ``final/`` when ``save_final``."""
+    digest = parameters_sha256(run.model)
+    digests = [digest] if is_sharded(run.model) else gather_objects(digest, run.world)
+    if run.rank == 0:
+        write_json(run.out / "parameter_digests.json", digests, indent=None)
+        if run.evals:
+            write_json(run.out / "evals.json", run.evals, indent=1)
+        if len(set(digests)) > 1:
+            print(f"warning: parameters differ across ranks: {digests}")
+    if save_final:
+        save_pretrained(run.model, run.tokenizer, run.out / "final", run.rank)
+
+
+# ---------------------------------------------------------------------------------------------
+# The loop.
+
+
+def train(cfg: TrainConfig) -> dict[str, Any]:
+    """Run (or resume) a training run; returns the evaluations made along the way."""
+    from tqdm import tqdm
+
+    began = time.perf_counter()  # --max-minutes counts from here
+    rank, world, device = start_processes(cfg)
+    out = Path(cfg.out_dir)
+    state = open_run_folder(cfg, out, rank, world)  # the checkpoint's, or None: a new run
+    start = 0 if state is None else state["iteration"]
+    random.seed(cfg.seed)
+    np.random.seed(cfg.seed)
+    torch.manual_seed(cfg.seed)
+    run = build_run(cfg, out, rank, world, device)
     if state is not None:
-        load_optimizer_state(model, optimizer, state.pop("optimizer"))
-        if rank < len(state["rng"]):  # else (more ranks, overridden): the seeded streams
-            set_rng_state(state["rng"][rank], policy)
-            if engine is not None:
-                engine.requests_made = state["rng"][rank].get("engine_requests", 0)
+        restore(run, state)
+    else:
+        warm_start(run)
+    same_start_on_every_rank(run.model, world)
+    optimizer = make_optimizer(run.model, cfg)
+    if state is not None:
+        restore_optimizer_and_streams(run, optimizer, state)
+
     logger = MetricLogger(cfg, out, enabled=rank == 0, start=start)
     my_groups = list(range(rank, cfg.n_groups, world))
     vec = make_vec(cfg, len(my_groups), cfg.group_size, env_kwargs(cfg, cfg.train_split))
@@ -418,90 +687,30 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
     try:
         for it in range(start, cfg.iterations):
             t0 = time.perf_counter()
-            # Tasks and env seeds depend on (seed, iteration) only: a resumed run sees the same.
-            task_rng = np.random.default_rng([cfg.seed, it])
-            picks = task_rng.choice(len(train_tasks), size=cfg.n_groups,
-                                    replace=len(train_tasks) < cfg.n_groups)
-            tasks = [train_tasks[int(picks[g])] for g in my_groups]
-            seeds = [int(task_rng.integers(2**31)) for _ in range(cfg.n_groups)]
-            if engine is not None:
-                sync_engine(engine, model)
-            timed = TimedPolicy(engine or policy)
-            model.eval()
-            with torch.no_grad(), full_parameters(model), \
-                    torch.autocast(device.type, dtype=amp or torch.bfloat16,
-                                   enabled=amp is not None):
-                table = rollout(timed, agent, vec, tasks, seeds=[seeds[g] for g in my_groups])
+            tasks, seeds = iteration_tasks(cfg, run.train_tasks, my_groups, it)
+            table, timed = play(run, vec, tasks, seeds)
             t_rollout = time.perf_counter() - t0
-
-            # Rewards and advantages (pure functions of the steps; lost episodes left out).
-            steps = replace(table, rows=[r for r in table.rows if not r.failed])
-            rewards, penalty = rewards_and_penalties(steps, cfg)
-            prompts = steps.column("prompt_token_ids")
-            values = None if critic is None else critic.values(prompts, amp=amp, pad_id=pad_id)
-            adv, details = advantages_of(steps, rewards, cfg, penalty, values)
-            batch = training_batch(steps, adv)
-
-            # The policy update (and PPO's critic's; the policy waits out its warm-up).
-            t1 = time.perf_counter()
-            model.train()
-            gap = None
-            if cfg.recompute_old_logp or engine is not None:  # vLLM's numerics are not ours
-                gap = recompute_old_logprobs(model, batch, cfg, amp, pad_id)
-            epoch_seed = cfg.seed * 1_000_003 + it * 101 + rank
-            critic_stats = None if critic is None else critic.update(
-                prompts, values, details["value_target"], epoch_seed=epoch_seed, amp=amp,
-                pad_id=pad_id)
-            stats = UpdateStats.skipped() if it < cfg.critic_warmup else update(
-                model, ref_model, optimizer, batch, cfg, world=world, epoch_seed=epoch_seed,
-                amp=amp, pad_id=pad_id)
-            t_update = time.perf_counter() - t1
+            learned = learn(run, optimizer, table, it)
 
             # Metrics (over all ranks), the step table, the checkpoint, evaluation.
-            mine = RankStats(
-                episodes=table.episodes(), advantages=adv.tolist(), steps=len(steps),
-                shared_steps=int((details["state_group_size"] > 1).sum()),
-                invalid_steps=int((~valid_actions(steps)).sum()), update=stats,
-                critic=critic_stats, logprob_gap=gap)
+            mine = learned.rank_stats(table)
             metrics = iteration_metrics(gather_objects(mine, world), mine, timed, t_rollout,
-                                        t_update)
-            name = f"iter_{it + 1:05d}" + (f"_rank{rank}" if world > 1 else "") + ".npz"
-            save_step_table(out / "steps" / name, steps,
-                            {"reward": rewards, "penalty": penalty, "advantage": adv,
-                             "return": details["returns"],
-                             "value": details["value"],
-                             "state_group_size": details["state_group_size"]}
-                            | ({} if values is None else {"critic_value": values}),
-                            cfg.keeps_observations())
+                                        learned.seconds)
+            save_steps(run, it, learned)
             last = it + 1 == cfg.iterations
             # --max-minutes: stop here, checkpoint written, when any rank is past the limit.
             stop = not last and cfg.max_minutes > 0 and all_reduce_max(
                 float(time.perf_counter() - began > 60 * cfg.max_minutes), world) > 0
             if cfg.eval_episodes > 0 and (last or (cfg.eval_every and (it + 1) % cfg.eval_every
                                                    == 0)):
-                metrics.update(eval_metrics(run_eval("after" if last else f"iter_{it + 1}")))
-            metrics["time/other"] = time.perf_counter() - t0 - t_rollout - t_update
+                metrics.update(eval_metrics(run.evaluate("after" if last else f"iter_{it + 1}")))
+            metrics["time/other"] = time.perf_counter() - t0 - t_rollout - learned.seconds
             metrics["time/iteration"] = time.perf_counter() - t0
             # Logged before the checkpoint: a kill between the two leaves a line that the
             # resume (from an earlier checkpoint) cuts, never a checkpoint missing its line.
             logger.log(it + 1, metrics)
-            rngs = gather_objects(rng_state(policy) | (
-                {"engine_requests": engine.requests_made} if engine is not None else {}), world)
-            # Gathering full tensors is a collective under FSDP: every rank takes part.
-            if (last or stop or (cfg.save_every and (it + 1) % cfg.save_every == 0)) and \
-                    (rank == 0 or is_sharded(model)):
-                # Tensors as they are (no clones): a checkpoint must not double the model.
-                payload = {"model": full_state(model, clone=False),
-                           "optimizer": optimizer_state(model, optimizer),
-                           "rng": rngs, "iteration": it + 1, "config": cfg.to_dict(),
-                           "evals": evals}
-                if ref_model is not None and "bc" in evals:  # else: rebuilt from cfg.model
-                    payload["reference"] = full_state(ref_model, trainable_only=False,
-                                                      clone=False)
-                if critic is not None:
-                    payload["critic"] = critic.state()
-                if rank == 0:
-                    save_checkpoint(ckpt_path, **payload)
+            if last or stop or (cfg.save_every and (it + 1) % cfg.save_every == 0):
+                write_checkpoint(run, optimizer, it + 1)
             bar.set_postfix(success=f"{metrics['train/success']:.2f}",
                             len=f"{metrics['train/episode_length']:.1f}")
             bar.update(1)
@@ -516,23 +725,6 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
         bar.close()
         vec.close()
         logger.close()
-    # DDP must leave every rank with the same parameters: check, and record it. (Under FSDP
-    # each shard exists once; rank 0 records the digest of the gathered model.)
-    digest = parameters_sha256(model)
-    digests = [digest] if is_sharded(model) else gather_objects(digest, world)
-    if rank == 0:
-        write_json(out / "parameter_digests.json", digests, indent=None)
-        if evals:
-            write_json(out / "evals.json", evals, indent=1)
-        if len(set(digests)) > 1:
-            print(f"warning: parameters differ across ranks: {digests}")
-    # The model at the run's last iteration: also when a resume found the checkpoint already
-    # there (a run stopped early and ended with ``--resume --iterations K``). A warm start alone
-    # (``--iterations 0 --bc-episodes N``) is saved too: later runs start from it
-    # (``--model RUN_DIR/final``).
-    # A run that --max-minutes stopped has none: final/ says the run is complete.
-    if not stopped and ((cfg.iterations > 0 and start <= cfg.iterations)
-                        or (state is None and cfg.bc_episodes > 0)):
-        save_pretrained(model, tokenizer, out / "final", rank)
+    finish(run, save_final=saves_final(cfg, start, state is not None, stopped))
     shutdown_distributed()
-    return evals
+    return run.evals

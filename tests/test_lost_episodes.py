@@ -5,6 +5,7 @@ the public ``compute_advantages``)."""
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from pathlib import Path
 
@@ -61,7 +62,7 @@ def batches(monkeypatch) -> list[dict]:
     real = trainer.update
 
     def recording(model, ref_model, optimizer, batch, *args, **kwargs):
-        seen.append({k: list(v) for k, v in batch.items()})
+        seen.append({k: list(v) for k, v in dataclasses.asdict(batch).items()})
         return real(model, ref_model, optimizer, batch, *args, **kwargs)
 
     monkeypatch.setattr(trainer, "update", recording)

@@ -12,6 +12,7 @@ the warm-started one, with and without LoRA), and the copies of a group share ta
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -97,7 +98,7 @@ def test_the_update_gets_the_saved_advantages_row_for_row(tmp_path, monkeypatch)
     update = trainer.update
 
     def spy(model, ref_model, optimizer, batch, cfg, **kw):
-        batches.append(copy.deepcopy(batch))
+        batches.append(dataclasses.asdict(batch))  # (a frozen UpdateBatch)
         return update(model, ref_model, optimizer, batch, cfg, **kw)
 
     monkeypatch.setattr(trainer, "update", spy)
@@ -363,9 +364,15 @@ def test_recomputed_log_probs_are_the_models_and_the_gap_is_per_token(monkeypatc
     truth = [logp[i, mask.shape[1] - len(r):].tolist() for i, r in enumerate(batch["reply"])]
     batch["old_logp"] = [[x + 0.25 for x in lp] for lp in truth]
     batch["old_logp"][2] = batch["old_logp"][2][:-1]  # a sampler that lost a token: not compared
+    given = copy.deepcopy(batch)
     sizes = _padded_sizes(monkeypatch)
     cfg = TrainConfig(mode="generate", temperature=0.7, micro_batch_tokens=24)
-    gap, compared = trainer.recompute_old_logprobs(model, batch, cfg, amp, tok.pad_token_id)
+    new, (gap, compared) = trainer.recompute_old_logprobs(model, batch, cfg, amp,
+                                                          tok.pad_token_id)
+    assert batch == given  # a new batch: the one given is left as it was
+    same = trainer.UpdateBatch.of(given)
+    assert (new.prompt, new.reply, new.adv) == (same.prompt, same.reply, same.adv)
+    batch = dataclasses.asdict(new)
     tokens = sum(len(r) for i, r in enumerate(batch["reply"]) if i != 2)
     # The gap is against what the trainer recomputed, which is the model's log-probs to bf16's
     # precision under autocast (a micro-batch's padding moves them: by up to 0.024 at -11.7
@@ -591,8 +598,34 @@ def test_only_steps_with_prompt_and_reply_tokens_are_trained_on():
             for p, r in (([1, 2], [3]), (None, [4]), ([5], []), ([6, 7], [8, 9]))]
     batch = trainer.training_batch(StepTable(rows=rows, num_envs=4, group_size=1),
                                    np.array([0.5, 1.0, 2.0, -1.0]))
-    assert batch == {"prompt": [[1, 2], [6, 7]], "reply": [[3], [8, 9]],
-                     "old_logp": [[-1.0], [-1.0, -1.0]], "adv": [0.5, -1.0]}
+    assert batch == trainer.UpdateBatch(prompt=[[1, 2], [6, 7]], reply=[[3], [8, 9]],
+                                        old_logp=[[-1.0], [-1.0, -1.0]], adv=[0.5, -1.0])
+
+
+def test_the_update_batch_is_frozen_whole_and_its_rows_agree():
+    """Nothing changes an update batch in place: its fields are tuples of tuples, copied from
+    what it was made of; its fields hold one row each per action."""
+    from types import SimpleNamespace
+
+    from gagpo.agents.rollout import StepTable
+
+    logprobs = [-1.0, -2.0]
+    rows = [SimpleNamespace(prompt_token_ids=[1, 2], token_ids=[3, 4], logprobs=logprobs)]
+    batch = trainer.training_batch(StepTable(rows=rows, num_envs=1, group_size=1),
+                                   np.array([0.5]))
+    logprobs[0] = 0.0  # the step table's row changes: the batch does not
+    assert batch.old_logp == ((-1.0, -2.0),) and batch.prompt == ((1, 2),)
+    assert type(batch.adv[0]) is float
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        batch.adv = (1.0,)
+    with pytest.raises(TypeError):
+        batch.old_logp[0][0] = 0.0  # type: ignore[index]
+    assert trainer.UpdateBatch.of(batch) is batch
+    assert trainer.UpdateBatch.of(dataclasses.asdict(batch)) == batch
+    assert batch.with_old_logp([[0.0, 0.0]]).old_logp == ((0.0, 0.0),)
+    assert batch.old_logp == ((-1.0, -2.0),)
+    with pytest.raises(ValueError, match="row counts"):
+        trainer.UpdateBatch(prompt=[[1]], reply=[[2]], old_logp=[], adv=[1.0])
 
 
 def test_an_empty_batch_updates_nothing_and_logs_zeros():
