@@ -64,7 +64,7 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 
 # BENCH="--large 1200000 --out benchmarks/results": also the 1.2M-product rows (about ten
-# minutes the first time), and rewrite the recorded reports the README quotes.
+# minutes the first time), and rewrite the recorded reports the docs quote.
 BENCH ?=
 bench: $(STAMP)
 	OMP_NUM_THREADS=1 $(PY) -m benchmarks.run_all $(BENCH)

@@ -1,6 +1,6 @@
 """Recorded benchmark output: what a benchmark printed, headed by the exact command, the machine
 and the date, written to ``benchmarks/results/<name>/report.txt`` so that every figure the
-README quotes points at a committed file.
+docs quote points at a committed file.
 
 Benchmarks take ``--out DIR`` and wrap their printing in :func:`recorded`. Any other command
 (``gagpo demo``, say) is recorded by running it under this module:

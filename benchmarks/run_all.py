@@ -2,7 +2,7 @@
 
     python -m benchmarks.run_all [--large N] [--out DIR]
 
-The README's "Performance" figures are the committed reports in ``benchmarks/results/<name>/``
+The figures of docs/benchmarks.md are the committed reports in ``benchmarks/results/<name>/``
 (``report.txt``: the command, the machine and the output). They come from this run, except:
 
 - the WebShop rows for 1.2M products (search latency, serving memory, generate / convert /
@@ -70,7 +70,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--large", type=int, default=0,
-                        help="webshop_bench --large N (1200000 for the README's 1.2M rows)")
+                        help="webshop_bench --large N (1200000 for docs/benchmarks.md's 1.2M rows)")
     parser.add_argument("--out", type=Path, default=None,
                         help="write each benchmark's report to OUT/<name>/")
     args = parser.parse_args(argv)
@@ -90,7 +90,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     run("rollout_throughput", rollout_throughput.main,
         ["--tasks", "2", "--copies", "4", "--max-new-tokens", "32", "--max-steps", "3"]
         + out("quick/rollout_throughput"), failures)
-    # The pieces of a rollout's cost on this CPU (SmolLM2-135M itself; the README quotes the
+    # The pieces of a rollout's cost on this CPU (SmolLM2-135M itself; docs/benchmarks.md quotes the
     # warm-started model's run, the same shapes).
     run("cpu_costs", cpu_costs.main, out("quick/cpu_costs"), failures)
     run("alfworld_bench", alfworld_bench.main, out("alfworld_bench"), failures)

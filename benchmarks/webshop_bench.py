@@ -7,9 +7,9 @@ about 15 ms per text step (webshop.md); the ratio to it is printed too.
 
     python -m benchmarks.webshop_bench [--large N] [--out DIR]   # --large 1200000: full size
 
-The README's figures: ``--large 1200000 --out benchmarks/results/webshop_bench`` (the 1.2M
-catalog is generated, converted and indexed on first use, about ten minutes and several GB of
-memory, then cached).
+The figures of docs/benchmarks.md: ``--large 1200000 --out benchmarks/results/webshop_bench``
+(the 1.2M catalog is generated, converted and indexed on first use, about ten minutes and
+several GB of memory, then cached).
 """
 
 from __future__ import annotations

@@ -1,11 +1,13 @@
 """The documentation runs as written: every ```python, ```bash and ```toml block of README.md,
-docs/recipes.md and envs/alfworld/README.md, found by Sybil's Markdown parsers.
+envs/alfworld/README.md and every page under docs/ (the documentation site's pages), found by
+Sybil's Markdown parsers.
 
 - A ```python block runs as a script of its own (written to a file in a fresh folder, run by
   this venv's python), as a user who copies it into a file would run it: it needs its own
   imports, and an ``if __name__ == "__main__":`` guard where it starts worker processes.
 - A ```bash block runs line by line (backslash continuations joined, comments left out) with
-  bash, in a fresh folder, this venv's ``bin`` first on ``PATH``; a line that exits non-zero
+  bash, in a fresh folder, this venv's ``bin`` first on ``PATH`` and the repository's root on
+  ``PYTHONPATH`` (``python -m benchmarks.x`` runs as from the root); a line that exits non-zero
   fails the block. A ``gagpo serve`` line is started on a free port, must answer
   ``/api/v1/info``, and is stopped; a line listed in ``MUST_FAIL`` must be refused.
 - A ```toml block must load as ``gagpo train --config`` loads it, and a block whose first line
@@ -15,9 +17,9 @@ docs/recipes.md and envs/alfworld/README.md, found by Sybil's Markdown parsers.
   reason" -->``, and the prose beside it says so to the reader.
 
 Long commands are shortened before they run by ``SHORTER`` (fewer episodes, iterations, rollouts
-and tokens, the tiny model for SmolLM2 where it would generate for minutes); the README's
-"Tests" section describes it. ``FIGURES`` checks the figures the README quotes against the
-output of the commands that print them.
+and tokens, the tiny model for SmolLM2 where it would generate for minutes); docs/testing.md
+describes it. ``FIGURES`` checks the figures the docs quote against the output of the commands
+that print them.
 """
 
 from __future__ import annotations
@@ -39,7 +41,8 @@ from sybil.evaluators.skip import Skipper
 from sybil.parsers.markdown import CodeBlockParser, PythonCodeBlockParser, SkipParser
 
 ROOT = Path(__file__).resolve().parents[1]
-DOCS = ("README.md", "docs/recipes.md", "envs/alfworld/README.md")
+DOCS = ("README.md", "envs/alfworld/README.md",
+        *sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "docs").rglob("*.md")))
 VENV_BIN = Path(sys.executable).parent  # not resolved: the venv's bin, not the base python's
 TIMEOUT = 300  # seconds per command or script
 
@@ -63,6 +66,8 @@ SHORTER: list[tuple[str, str, str]] = [
     (re.escape("tasks=[0, 1, 2, 3]"), "tasks=[0, 1]", "the rollout example"),
     (re.escape("max_new_tokens=256"), "max_new_tokens=16", "the rollout example"),
     (re.escape("n=100, seed=0"), "n=2, seed=0", "generate_games: 2 games, not 100 (2 minutes)"),
+    (r"\bpython -m benchmarks\.credit_truth\b", "python -m benchmarks.credit_truth --quick",
+     "docs/algorithms.md's ground-truth study: fewer draws (the full runs take 9 and 2 minutes)"),
 ]
 
 #: Lines the docs show being refused: they must exit non-zero, printing this.
@@ -71,7 +76,8 @@ MUST_FAIL = {
 }
 
 #: Figures the docs quote, checked against the output of the command that prints them (each
-#: runs in seconds): ``command -> [(the text the docs quote, a pattern its output must hold)]``.
+#: runs in seconds): ``command -> [(the text the docs quote, a pattern its output must hold)]``;
+#: the quoted text must be on one of the ``DOCS``.
 FIGURES = {
     "gagpo eval --env WebShop-v0 --policy rule --split test --episodes 500": [
         ("scores 53.4 with 12.8% success on our 500 test goals",
@@ -96,7 +102,12 @@ def shorten(text: str) -> str:
 
 
 def _environment() -> dict[str, str]:
+    """The blocks' environment: this venv first on ``PATH``, and the repository's root on
+    ``PYTHONPATH``, since a reader runs ``python -m benchmarks.x`` from the root (the blocks
+    run in fresh folders, so that their outputs never land in the repository)."""
     env = {**os.environ, "PATH": f"{VENV_BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
+    path = os.environ.get("PYTHONPATH")
+    env["PYTHONPATH"] = f"{ROOT}{os.pathsep}{path}" if path else str(ROOT)
     env.setdefault("OMP_NUM_THREADS", "1")
     return env
 
@@ -331,10 +342,10 @@ def test_every_shortening_and_figure_applies():
         assert any(re.search(pattern, s) for s in sources + commands), (pattern, why)
     for command in [*MUST_FAIL, *FIGURES]:
         assert command in commands, command
-    readme = " ".join((ROOT / "README.md").read_text().split())
+    docs = " ".join(" ".join((ROOT / doc).read_text().split()) for doc in DOCS)
     for quotes in FIGURES.values():
         for quoted, _ in quotes:
-            assert " ".join(quoted.split()) in readme, quoted
+            assert " ".join(quoted.split()) in docs, quoted
 
 
 # --- the test fails when a block breaks ---------------------------------------------------------
