@@ -146,7 +146,7 @@ TARGETS: tuple[Target, ...] = (
         (
             "envs/base.py",
             "envs/alfworld/state.py",
-            "servers/digest.py",
+            "common/digest.py",
             "servers/webshop/shop.py",
         ),
         (
@@ -161,7 +161,7 @@ TARGETS: tuple[Target, ...] = (
             "gagpo.envs.alfworld.state.x_world_facts",
             "gagpo.envs.alfworld.state.x_state_key",
             "gagpo.envs.alfworld.state.x_world_state_key",
-            "gagpo.servers.digest.x_digest",
+            "gagpo.common.digest.x_digest",
             "gagpo.servers.webshop.shop.xǁStateǁkey_parts",
         ),
     ),

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from gymnasium.envs.registration import register, registry
 
-from gagpo.envs.alfworld import MAX_STEPS as ALFWORLD_MAX_STEPS
+from gagpo.envs.alfworld.limits import MAX_STEPS as ALFWORLD_MAX_STEPS
 from gagpo.servers.webshop.limits import MAX_STEPS as WEBSHOP_MAX_STEPS
 
 if TYPE_CHECKING:

@@ -33,8 +33,8 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
+from gagpo.common.digest import digest
 from gagpo.common.numbers import check_number, short_repr
-from gagpo.servers.digest import digest
 
 
 class TextInfo(TypedDict):
@@ -95,7 +95,7 @@ def text_space(max_length: int) -> spaces.Text:
 
 def make_state_key(*parts: Any) -> str:
     """The ``state_key`` of a state made of ``parts``: a short, stable digest (same parts ->
-    same key, in every process). It is :func:`gagpo.servers.digest.digest`, which the served
+    same key, in every process). It is :func:`gagpo.common.digest.digest`, which the served
     shop's JSON API uses too, so keys a client reads there equal the in-process env's."""
     return digest(*parts)
 

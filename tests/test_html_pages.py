@@ -16,10 +16,10 @@ import pytest
 from bs4 import BeautifulSoup
 
 from gagpo.servers.webshop import open_shop
+from gagpo.servers.webshop.html import render_html
 from gagpo.servers.webshop.pages import render_text, render_text_rich
 from gagpo.servers.webshop.shop import Shop, State
 from gagpo.servers.webshop.web.app import create_app
-from gagpo.servers.webshop.web.html import render_html
 
 try:
     from conftest_shop import (

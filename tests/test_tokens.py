@@ -347,6 +347,35 @@ def test_every_state_of_real_episodes_passes(shop):
     assert decode_state(encode_state(done, REAL), REAL, shop) == done
 
 
+def test_read_state_reads_a_token_without_its_secret_and_its_url_serves_that_page(
+        shop, real_client):
+    """read_state (the run viewer's call): the state in a token signed with any key, as the
+    shop made it, its shape still checked; state_url: the served page of that state."""
+    from gagpo.servers.webshop.html import state_url
+    from gagpo.servers.webshop.web.tokens import read_state
+
+    p = _product_with_options(shop)
+    group, values = next(iter(p.options.items()))
+    item = State(goal=0, page="item", keywords=("a", "b/c"), page_num=2, asin=p.asin,
+                 options=((group, values[-1]),), visited=frozenset({p.asin}))
+    states = [shop.initial_state(0),
+              shop.step(shop.initial_state(0), "search[red dress / 2]").state, item,
+              shop.step(item, "click[features]").state, shop.step(item, "click[buy now]").state]
+    assert [s.page for s in states] == ["search", "results", "item", "item_sub", "done"]
+    for s in states:
+        assert read_state(encode_state(s, "another shop's secret, not ours")) == s
+        url = state_url("", "fixed_0", s)
+        r = real_client.get(url)
+        assert r.status_code == 200, (s.page, url, r.status_code)
+    assert state_url("http://shop", "fixed_0", states[1]).startswith(
+        "http://shop/search_results/fixed_0/")
+    for token in ("", "x" * 70_000, "not.a.token", 17):
+        with pytest.raises(BadToken):
+            read_state(token)
+    with pytest.raises(BadToken, match="search page"):  # a shape no transition makes
+        read_state(encode_state(State(goal=0, page="search", keywords=("x",)), REAL))
+
+
 def test_json_responses_never_hold_nan(shop):
     """If a NaN ever reached a response it would be a logged 500 with a JSON body, never
     invalid JSON."""

@@ -20,11 +20,9 @@ from __future__ import annotations
 from typing import Any
 
 from gagpo.envs.alfworld.engine import available
+from gagpo.envs.alfworld.limits import MAX_STEPS
 
 __all__ = ["MAX_STEPS", "AlfworldEnv", "available", "generate_games"]
-
-MAX_STEPS = 50
-"""Episode length of ALFWorld-v0 (ALFWorld's own setting, the papers')."""
 
 
 def __getattr__(name: str) -> Any:

@@ -22,6 +22,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from gagpo.envs.alfworld.limits import MAX_STEPS
+
 # Keys of the infos we ask the engine for (TextWorld's EnvInfos: the caller asks for what it needs).
 REQUESTED_INFOS = {"admissible_commands": True, "won": True, "facts": True, "extras": ["gamefile"]}
 
@@ -142,9 +144,7 @@ def start_stock(game_file: str | os.PathLike[str], max_episode_steps: int | None
     """The stock gym environment of ALFWorld's ``AlfredTWEnv`` for one game: TextWorld's gym
     layer over the same wrappers, which reloads the game on every reset. Used by the transcript
     test and the benchmark as the reference to compare against. ``max_episode_steps``: None
-    for ALFWorld-v0's (:data:`gagpo.envs.alfworld.MAX_STEPS`)."""
-    from gagpo.envs.alfworld import MAX_STEPS
-
+    for ALFWorld-v0's (:data:`gagpo.envs.alfworld.limits.MAX_STEPS`)."""
     require()
     import textworld.gym
 

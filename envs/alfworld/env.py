@@ -14,13 +14,13 @@ import os
 import warnings
 from typing import Any
 
-from gagpo.envs.alfworld import MAX_STEPS
 from gagpo.envs.alfworld import engine as _engine
 from gagpo.envs.alfworld import speedups as _speedups
 from gagpo.envs.alfworld.expert import EXPERT_PREDICATES, Expert, Targets
 from gagpo.envs.alfworld.expert import World as ExpertWorld
 from gagpo.envs.alfworld.games import Game, GameSource, open_source
 from gagpo.envs.alfworld.generator import SHORT_NAMES, TASK_TYPES
+from gagpo.envs.alfworld.limits import MAX_STEPS
 from gagpo.envs.alfworld.state import DYNAMIC_PREDICATES, state_key, world_state_key
 from gagpo.envs.base import TextEnv, split_name, step_limit, task_index
 
@@ -48,7 +48,7 @@ class AlfworldEnv(TextEnv):
             engine cannot read plays on the reference engine, with a warning at its reset naming the
             file and the part it could not read.
         max_steps: truncate episodes after this many steps (default
-            :data:`gagpo.envs.alfworld.MAX_STEPS`, ALFWorld's).
+            :data:`gagpo.envs.alfworld.limits.MAX_STEPS`, ALFWorld's).
 
     ``reset(options={"task": i})`` plays game ``i`` of the split (sorted by path), or a task id
     such as ``"valid_unseen/pick_and_place_simple-Pencil-None-Dresser-330/trial_..."``;

@@ -270,13 +270,14 @@ class ViewerApp:
             for a in actions:
                 reply = _post(f"{self.shop_url}/api/v1/sessions/step",
                               {"session": reply["session"], "action": a})
+            url = shop_url_of(self.shop_url, reply["session"])  # BadToken is a ValueError
         except (OSError, ValueError, KeyError) as e:
             raise _Problem(
                 502, "No shop to show the page",
                 f"The shop at {self.shop_url} did not answer ({e}). Start one with the run's "
                 "catalog and goals (gagpo serve webshop), or give the viewer its address "
                 "(gagpo view --shop URL).") from None
-        return redirect(shop_url_of(self.shop_url, reply["session"]))
+        return redirect(url)
 
     # -- registration -------------------------------------------------------------------------
 
@@ -328,24 +329,12 @@ def _post(url: str, body: dict[str, Any]) -> dict[str, Any]:
 
 def shop_url_of(base: str, token: str) -> str:
     """The served shop's page of the state in session ``token`` (the token is signed, not
-    encrypted: its payload is read without the secret; the shop checks what it serves)."""
-    from itsdangerous import URLSafeSerializer
+    encrypted: its state is read without the secret; the shop checks what it serves)."""
+    from gagpo.servers.webshop.html import state_url
+    from gagpo.servers.webshop.web.tokens import read_state
 
-    from gagpo.servers.webshop.web import html
-    from gagpo.servers.webshop.web.tokens import _PAGES, SALT
-
-    _, payload = URLSafeSerializer("unused", salt=SALT).loads_unsafe(token)
-    _, goal, page, keywords, page_num, asin, options, sub_page = payload[:8]
-    sid, page, opts = f"fixed_{goal}", _PAGES[page], dict(options)
-    if page == "search":
-        return html.search_url(base, sid)
-    if page == "results":
-        return html.results_url(base, sid, keywords, page_num)
-    if page == "item":
-        return html.item_url(base, sid, asin, keywords, page_num, opts)
-    if page == "item_sub":
-        return html.item_sub_url(base, sid, asin, keywords, page_num, sub_page, opts)
-    return html.done_url(base, sid, asin, opts)
+    state = read_state(token)
+    return state_url(base, f"fixed_{state.goal}", state)
 
 
 def create_app(run_dirs: list[str | Path] | None = None, root: str | Path = "runs",

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Literal, NamedTuple
 
-from gagpo.servers.digest import digest
+from gagpo.common.digest import digest
 from gagpo.servers.webshop.pages import render_text, render_text_rich
 from gagpo.servers.webshop.shop import Shop, State, StepResult
 
@@ -47,7 +47,7 @@ def observation(shop: Shop, state: State, mode: ObservationMode = "text") -> str
     if mode == "text_rich":
         return render_text_rich(page)
     if mode == "html":
-        from gagpo.servers.webshop.web.html import render_html
+        from gagpo.servers.webshop.html import render_html
 
         return render_html(shop, state)
     raise ValueError(f"observation mode must be one of {OBSERVATION_MODES}, not {mode!r}")

@@ -27,9 +27,9 @@ from flask import Flask, Response, jsonify, request
 from flask.json.provider import DefaultJSONProvider
 from werkzeug.exceptions import HTTPException
 
+from gagpo.servers.webshop.html import render_error
 from gagpo.servers.webshop.shop import Shop
 from gagpo.servers.webshop.web.api_view import ApiViews, is_api_request
-from gagpo.servers.webshop.web.html import render_error
 from gagpo.servers.webshop.web.pages_view import PageViews
 from gagpo.servers.webshop.web.tokens import resolve_secret
 

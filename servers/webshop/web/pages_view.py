@@ -18,11 +18,11 @@ from typing import Any
 from flask import Flask, Response, redirect, request
 from werkzeug.exceptions import abort
 
+from gagpo.servers.webshop.html import render_html, results_url, search_url
 from gagpo.servers.webshop.pages import URL_SUB_PAGES
 from gagpo.servers.webshop.product import Product
 from gagpo.servers.webshop.reward import compute_reward
 from gagpo.servers.webshop.shop import MAX_QUERY_CHARS, Shop, State, is_text, query_problem
-from gagpo.servers.webshop.web.html import render_html, results_url, search_url
 
 _SESSION_ID = re.compile(r"[A-Za-z0-9_-]{1,100}")
 _FIXED_ID = re.compile(r"fixed_(\d{1,9})")

@@ -151,6 +151,23 @@ def decode_state(token: str, secret: str, shop: Shop | None = None) -> State:
     return state
 
 
+def read_state(token: str) -> State:
+    """The state inside ``token``, read without its secret: tokens are signed, not encrypted,
+    so a client (the run viewer, linking a step to its page on the served shop) may read its
+    own. The state's shape is checked as :func:`decode_state` checks it, but its signature is
+    not: trust it no further than the token's holder (the shop checks what it serves). Raises
+    :class:`BadToken` on anything malformed."""
+    if not isinstance(token, str) or not token:
+        raise BadToken("the session token must be a non-empty string")
+    if len(token) > MAX_TOKEN_CHARS:
+        raise BadToken("the session token is too long")
+    try:
+        _, payload = _serializer("unverified").loads_unsafe(token)
+    except Exception as e:
+        raise BadToken("the session token could not be decoded") from e
+    return _state_from_payload(payload)
+
+
 def _state_from_payload(payload: Any) -> State:
     """Rebuild a State, checking every field's type (a signed token can still come from
     another version of this code)."""

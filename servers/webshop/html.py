@@ -1,4 +1,6 @@
-"""The shop's pages as HTML, for people, browsers, and agents written for the original WebShop.
+"""The shop's pages as HTML, for people, browsers, and agents written for the original WebShop:
+the HTML observation mode (:mod:`~gagpo.servers.webshop.observe`) and the served pages
+(:mod:`~gagpo.servers.webshop.web.pages_view`) both render here, from ``templates/``.
 
 Templates are compiled once per process (the original recompiled them on every render) and
 render from the catalog, goal and search data, never from :class:`~gagpo.servers.webshop.pages.Page`
@@ -126,6 +128,21 @@ def item_sub_url(
 
 def done_url(root: str, sid: str, asin: str, options: Mapping[str, str]) -> str:
     return f"{root}/done/{_seg(sid)}/{_seg(asin)}/{_seg(options_literal(options))}"
+
+
+def state_url(root: str, sid: str, state: State) -> str:
+    """The URL of the page that ``state`` shows, in session ``sid``."""
+    options = dict(state.options)
+    if state.page == "search":
+        return search_url(root, sid)
+    if state.page == "results":
+        return results_url(root, sid, state.keywords, state.page_num)
+    if state.page == "item":
+        return item_url(root, sid, state.asin, state.keywords, state.page_num, options)
+    if state.page == "item_sub":
+        return item_sub_url(root, sid, state.asin, state.keywords, state.page_num,
+                            state.sub_page, options)
+    return done_url(root, sid, state.asin, options)
 
 
 # ----------------------------------------------------------------------------------- pages

@@ -3,8 +3,8 @@
 The same parts give the same short hex string in every process and on every machine (it hashes
 their ``repr``, never Python's per-process string hash): a trainer compares keys that workers
 elsewhere computed. The environments' keys (:func:`gagpo.envs.base.make_state_key`) and the
-served shop's JSON API both use this function, which lives at the bottom layer so that the
-shop can use it without importing the environments.
+served shop's JSON API both use this function, which lives with what every layer shares so
+that the shop can use it without importing the environments.
 """
 
 from __future__ import annotations
