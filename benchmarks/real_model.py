@@ -16,7 +16,10 @@ training, which resumes from its last checkpoint). For each environment:
 4. on WebShop, the recipe's memory: two GAGPO iterations from the warm start at its settings,
    the first in a fresh process, the second resumed (``memory_1``, ``memory_2``), for each
    process's peak RSS;
-5. the untrained model on the same tasks (last: its episodes run to the step limit).
+5. the untrained model on the same tasks (last: its episodes run to the step limit);
+6. the fair comparison (``seeds_*``): GAGPO and GRPO from the same warm start with identical
+   settings but the estimator, three seeds each, every model evaluated on the same held-out
+   goals, its episodes kept for ``gagpo compare``'s paired tests.
 
 WebShop's stages come first and keep the first run's names (``warm_start``, ``gagpo_eval``);
 ALFWorld's carry the prefix ``alfworld_``. Every evaluation plays the first tasks of a split
@@ -134,6 +137,10 @@ class Settings:
         "--return-freed-memory"])
     vllm: bool = False
     """Sample rollouts and play evaluations with vLLM (a CUDA machine)."""
+    seeds: int = 3
+    """Seeds of the fair comparison (:func:`seed_stages`)."""
+    seed_estimators: tuple[str, ...] = ("gagpo", "grpo")
+    """Its estimators, each trained from the warm start once per seed."""
 
 
 GPU = Settings(goals=200, bc_episodes=64, bc_epochs=2, iterations=4, n_groups=8, group_size=8,
@@ -165,12 +172,12 @@ def eval_command(policy: str, out: Path, s: Settings, run: EnvRun = WEBSHOP) -> 
 
 def train_command(model: str, out: Path, s: Settings, *, algo: str = "gagpo",
                   warm_start: bool = False, run: EnvRun = WEBSHOP,
-                  iterations: int | None = None, rollout_batch_tokens: int | None = None
-                  ) -> list[str]:
+                  iterations: int | None = None, rollout_batch_tokens: int | None = None,
+                  seed: int = SEED) -> list[str]:
     cmd = ["gagpo", "train", "--env", run.env, "--model", model, "--mode", "generate",
            "--algo", algo, "--max-steps", str(run.max_steps), "--temperature", "1.0",
            "--eval-temperature", str(EVAL_TEMPERATURE), "--eval-episodes", "0",
-           *(s.bc_memory if warm_start else s.rl_memory), "--seed", str(SEED),
+           *(s.bc_memory if warm_start else s.rl_memory), "--seed", str(seed),
            "--out-dir", str(out),
            "--no-progress", "--resume", *_model_flags()]
     if warm_start:
@@ -239,9 +246,35 @@ def env_stages(work: Path, s: Settings, run: EnvRun) -> list[Stage]:
     return out
 
 
+FAIR = ["--aggregation", "token-mean", "--rollout-batch-tokens", str(ROLLOUT_BATCH_TOKENS)]
+"""What the first runs did not share: GAGPO averaged its loss per action, the others per
+token, and only the later runs capped a generation pass's cache. The fair comparison gives
+every estimator the same loss aggregation and sampling (flags given last win)."""
+
+
+def seed_stages(work: Path, s: Settings) -> list[Stage]:
+    """The fair comparison on WebShop: each of ``s.seed_estimators`` from the same warm start,
+    once per seed, with identical settings but ``--algo`` and ``--seed`` (:data:`FAIR`), each
+    evaluated on the same held-out goals at the same evaluation seed; seed by seed, so that a
+    stopped run leaves whole pairs."""
+    warm = work / "warm_start" / "final"
+    out = []
+    for seed in range(s.seeds):
+        for algo in s.seed_estimators:
+            name = f"{algo}_s{seed}"
+            folder = work / "seeds" / name
+            cmd = train_command(str(warm), folder, s, algo=algo, seed=seed) + FAIR
+            out += [Stage(f"seeds_{name}", cmd, folder / "final" / "config.json",
+                          folder / "metrics.jsonl"),
+                    Stage(f"seeds_{name}_eval",
+                          eval_command(str(folder / "final"), work / "seeds" / f"eval_{name}", s),
+                          work / "seeds" / f"eval_{name}" / "summary.json")]
+    return out
+
+
 def stages(work: Path, s: Settings) -> list[Stage]:
-    """Every stage, WebShop's first."""
-    return env_stages(work, s, WEBSHOP) + env_stages(work, s, ALFWORLD)
+    """Every stage: WebShop's, ALFWorld's, then the fair comparison's."""
+    return env_stages(work, s, WEBSHOP) + env_stages(work, s, ALFWORLD) + seed_stages(work, s)
 
 
 def run_stage(stage: Stage, log_dir: Path, extra: Sequence[str] = ()) -> dict[str, Any]:
@@ -363,11 +396,75 @@ def table(work: Path, run: EnvRun = WEBSHOP, records: Path | None = None) -> str
     return "\n".join(lines)
 
 
-def tables(work: Path, records: Path | None = None) -> str:
-    """Both environments' tables, WebShop's first."""
-    return (f"WebShop-v0, {WEBSHOP.eval_split} goals, at most {WEBSHOP.max_steps} steps:\n\n"
+def tables(work: Path, records: Path | None = None, s: Settings | None = None) -> str:
+    """Both environments' tables, WebShop's first, then the fair comparison's."""
+    text = (f"WebShop-v0, {WEBSHOP.eval_split} goals, at most {WEBSHOP.max_steps} steps:\n\n"
             f"{table(work, WEBSHOP, records)}\n\nALFWorld-v0, {ALFWORLD.eval_split} games, at "
             f"most {ALFWORLD.max_steps} steps:\n\n{table(work, ALFWORLD, records)}")
+    seeds = seeds_table(work, s or Settings(), records)
+    return text + (f"\n\n{seeds}" if seeds else "")
+
+
+def _evaluation(work: Path, folder: str, label: str, records: Path | None):
+    """An evaluation's episodes (:func:`gagpo.compare.load_evaluation`) from its folder in
+    ``work``, else from the copy kept in ``records``; None when neither has them."""
+    from gagpo.compare import load_evaluation
+
+    name = Path(folder).name
+    for path in (work / folder, *(() if records is None else (records / "evals" / name,))):
+        if (path / EPISODES_FILE).exists():
+            return load_evaluation(path, label)
+    return None
+
+
+def pooled(label: str, evaluations: list[Any]):
+    """Several evaluations of the same goals as one side of a comparison: each goal's plays
+    (one per seed) are averaged per goal by :func:`gagpo.compare.compare`."""
+    from gagpo.compare import Evaluation
+
+    episodes = tuple(e for ev in evaluations for e in ev.episodes)
+    return Evaluation(label, evaluations[0].source.parent, episodes, evaluations[0].meta)
+
+
+def seeds_table(work: Path, s: Settings, records: Path | None = None) -> str:
+    """The fair comparison's table (success and score per estimator and seed) and its paired
+    comparisons on the held-out goals (gagpo compare): each estimator against the warm start,
+    and every estimator against the first, pooled over the seeds both finished. Empty before
+    any of its evaluations has finished."""
+    from gagpo.compare import compare, format_markdown
+
+    done: dict[str, dict[int, Any]] = {}
+    for algo in s.seed_estimators:
+        for seed in range(s.seeds):
+            ev = _evaluation(work, f"seeds/eval_{algo}_s{seed}",
+                             f"{ESTIMATOR_NAMES[algo]} seed {seed}", records)
+            if ev is not None:
+                done.setdefault(algo, {})[seed] = ev
+    if not done:
+        return ""
+    lines = [f"Fair comparison: each estimator from the same warm start, identical settings "
+             f"(`{shlex.join(FAIR)}`), seeds 0-{s.seeds - 1}, on the same {s.goals} held-out "
+             "goals:", "", "| estimator | seed | success % | score x100 |", "|---|---|---|---|"]
+    for algo, evs in done.items():
+        for seed, ev in sorted(evs.items()):
+            won = [e.won for e in ev.episodes]
+            score = [e.score for e in ev.episodes]
+            lines.append(f"| {ESTIMATOR_NAMES[algo]} | {seed} | "
+                         f"{100 * sum(won) / len(won):.1f} | {100 * sum(score) / len(score):.1f} |")
+    warm = _evaluation(work, "eval_warm_start", "warm start", records)
+    first = s.seed_estimators[0]
+    for algo, evs in done.items():
+        side = pooled(f"{ESTIMATOR_NAMES[algo]} ({len(evs)} seeds)", list(evs.values()))
+        if warm is not None:
+            lines += ["", format_markdown(compare(warm, side))]
+        common = sorted(set(evs) & set(done.get(first, {})))
+        if algo != first and common:
+            rival = pooled(f"{ESTIMATOR_NAMES[first]} ({len(common)} seeds)",
+                           [done[first][k] for k in common])
+            mine = pooled(f"{ESTIMATOR_NAMES[algo]} ({len(common)} seeds)",
+                          [evs[k] for k in common])
+            lines += ["", format_markdown(compare(mine, rival))]
+    return "\n".join(lines)
 
 
 CURVES = (("train/success", "train success"), ("train/score", "train score"),
@@ -462,7 +559,7 @@ def keep_records(work: Path, out: Path, s: Settings) -> None:
 def report(work: Path, out: Path, s: Settings, costs: dict[str, dict[str, Any]]) -> str:
     out.mkdir(parents=True, exist_ok=True)
     keep_records(work, out, s)
-    text = tables(work, out)
+    text = tables(work, out, s)
     (out / "table.md").write_text(text + "\n")
     curves(work, out / "curves.png", WEBSHOP, out)
     curves(work, out / "curves_alfworld.png", ALFWORLD, out)
@@ -551,7 +648,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"== {st.name}: stopped at a checkpoint by --max-minutes; run again to "
                       "go on", flush=True)
                 break
-    text = report(args.work, args.out, s, costs) if args.out else tables(args.work)
+    text = report(args.work, args.out, s, costs) if args.out else tables(args.work, None, s)
     print(text)
     return 0
 

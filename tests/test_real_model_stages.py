@@ -4,6 +4,7 @@ finished stages and leaves the others marked as not run."""
 
 import json
 import random
+from pathlib import Path
 
 import pytest
 
@@ -201,3 +202,52 @@ def test_runs_recorded_from_one_warm_start_take_no_rows_from_another(tmp_path):
     assert warm_start_clash(by_name["gigpo"], work, {"warm_start": {"parameters_sha256": "ab"}})
     # No digest recorded (a run from before the driver kept them): nothing to compare.
     assert warm_start_clash(by_name["gigpo"], work, {}) is None
+
+
+def test_the_fair_comparison_differs_in_estimator_and_seed_only(tmp_path):
+    from benchmarks.real_model import FAIR, seed_stages
+
+    s = Settings()
+    train = [st for st in seed_stages(tmp_path, s) if st.command[1] == "train"]
+    assert [st.name for st in train] == [f"seeds_{a}_s{k}" for k in range(s.seeds)
+                                         for a in s.seed_estimators]
+
+    def without(cmd, *flags):
+        out = list(cmd)
+        for flag in flags:
+            i = out.index(flag)
+            del out[i:i + 2]
+        return out
+
+    base = without(train[0].command, "--algo", "--seed", "--out-dir")
+    assert all(without(st.command, "--algo", "--seed", "--out-dir") == base for st in train)
+    assert base[-len(FAIR):] == FAIR  # last: they win over the recipe's own
+    evals = [st.command for st in seed_stages(tmp_path, s) if st.command[1] == "eval"]
+    assert len({tuple(without(c, "--policy", "--out")) for c in evals}) == 1  # same goals
+
+
+def test_the_fair_comparisons_table_pairs_the_seeds_on_the_goals(tmp_path):
+    from benchmarks.real_model import seeds_table
+
+    def write(folder: Path, wins: list[bool]) -> None:
+        folder.mkdir(parents=True)
+        (folder / "episodes.jsonl").write_text("".join(
+            json.dumps({"task_id": f"webshop:{i}", "task_type": "t", "won": w,
+                        "score": 1.0 if w else 0.5, "length": 4, "malformed_replies": 0,
+                        "invalid_actions": 1}) + "\n" for i, w in enumerate(wins)))
+
+    s = Settings(goals=4)
+    assert seeds_table(tmp_path, s) == ""
+    write(tmp_path / "eval_warm_start", [False, False, False, False])
+    write(tmp_path / "seeds" / "eval_gagpo_s0", [True, True, False, False])
+    write(tmp_path / "seeds" / "eval_gagpo_s1", [True, False, False, False])
+    write(tmp_path / "seeds" / "eval_grpo_s0", [False, False, False, True])
+    text = seeds_table(tmp_path, s)
+    assert "| GAGPO | 0 | 50.0 | 75.0 |" in text and "| GAGPO | 1 | 25.0 | 62.5 |" in text
+    assert "| GRPO | 0 | 25.0 | 62.5 |" in text
+    # GAGPO pooled over its 2 seeds against the warm start: per goal 1, 0.5, 0, 0 -> +37.5.
+    assert "A = warm start, B = GAGPO (2 seeds)" in text
+    assert "| success % | 0.0 | 37.5 | +37.5 [" in text
+    # GRPO against GAGPO on the one seed both finished: -25 + 25 on goals 0, 1, 3.
+    assert "A = GRPO (1 seeds), B = GAGPO (1 seeds)" in text
+    assert "| success % | 25.0 | 50.0 | +25.0 [" in text
