@@ -4,9 +4,9 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo test test-vllm lint bench mutate real-model browser clean
+.PHONY: install demo test test-vllm lint docs bench mutate real-model browser clean
 
-EXTRAS ?= test,agents,train,ray,alfworld,bench,openenv,trl
+EXTRAS ?= test,agents,train,ray,alfworld,bench,openenv,trl,docs
 
 $(STAMP): pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
@@ -62,6 +62,11 @@ test: $(STAMP) browser
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
+
+# The documentation site (mkdocs.yml; the pages in docs/, the API reference from the docstrings)
+# at http://127.0.0.1:8000, rebuilt on every change.
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs serve --dev-addr 127.0.0.1:8000
 
 # BENCH="--large 1200000 --out benchmarks/results": also the 1.2M-product rows (about ten
 # minutes the first time), and rewrite the recorded reports the docs quote.
