@@ -1,9 +1,9 @@
 """Train a small model with TRL's GRPOTrainer on WebShop-v0, served over OpenEnv.
 
 The shop runs as a ``gagpo serve env`` server (started here in a thread, or yours with
-``--url``); each rollout plays one session through :class:`gagpo.trl_envs.WebShopTools`, whose
-``search(query)`` and ``click(element)`` are the model's tools, and is rewarded with the
-episode's score::
+``--url``); each rollout plays one session through
+:class:`gagpo.integrations.trl.WebShopTools`, whose ``search(query)`` and ``click(element)`` are
+the model's tools, and is rewarded with the episode's score::
 
     pip install 'gagpo[agents,openenv,trl]'
     python examples/trl_grpo_webshop.py --steps 5
@@ -77,7 +77,7 @@ def expert_episodes(tokenizer, rows, moves: int | None = None):
     first ``moves`` moves (default: the whole episode, to the purchase)."""
     from functools import partial
 
-    from gagpo.trl_envs import WebShopTools
+    from gagpo.integrations.trl import WebShopTools
 
     env = WebShopTools(request_infos=["expert_action"])
     tools, template = tool_methods(env), trl_chat_template(tokenizer)
@@ -175,7 +175,7 @@ def train(steps: int, model_name: str, url: str | None, out_dir: str, generation
     from trl import GRPOConfig, GRPOTrainer
 
     from gagpo.agents.models import load_model
-    from gagpo.trl_envs import WebShopTools
+    from gagpo.integrations.trl import WebShopTools
 
     torch.manual_seed(seed)
     model, tokenizer = load_model(model_name, device="cpu")
@@ -193,7 +193,7 @@ def train(steps: int, model_name: str, url: str | None, out_dir: str, generation
     )
     with contextlib.ExitStack() as stack:
         if url is None:
-            from gagpo.openenv_server import running_server
+            from gagpo.integrations.openenv import running_server
 
             url = stack.enter_context(running_server("WebShop-v0", idle_timeout=600)).url
         trainer = GRPOTrainer(

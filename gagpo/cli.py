@@ -18,7 +18,7 @@ def _serve(args: argparse.Namespace) -> int:
 
 
 def _serve_env(args: argparse.Namespace) -> int:
-    from gagpo.openenv_server import main as serve_env
+    from gagpo.integrations.openenv.cli import main as serve_env
 
     return serve_env(args.extra)
 
