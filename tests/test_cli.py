@@ -176,3 +176,20 @@ def test_json_flags_must_be_json_objects(tmp_path, capsys, value, message):
         main(["eval", "--env", "WebShop-v0", "--policy", "vllm:tiny", "--vllm-kwargs", value])
     assert e.value.code == 2
     assert f"argument --vllm-kwargs: {message}" in capsys.readouterr().err
+
+
+def test_view_on_a_port_in_use_is_a_clear_error(tmp_path, capsys):
+    """``gagpo view`` on a port another server holds: one line saying so, exit 2, no
+    traceback (as the other commands refuse what they cannot do)."""
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        assert main(["view", "--root", str(tmp_path), "--port", str(port)]) == 2
+    out = capsys.readouterr()
+    assert out.err.startswith(f"gagpo: error: gagpo view cannot listen on 127.0.0.1:{port}: "
+                              f"port {port} is in use")
+    assert "--port" in out.err and "Traceback" not in out.err + out.out
+    assert "gagpo view:" not in out.out  # no banner for a server that never listened

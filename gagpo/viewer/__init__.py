@@ -25,15 +25,29 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
 
 
 def main(argv: Sequence[str] | None = None, args: argparse.Namespace | None = None) -> int:
-    """Serve the viewer with waitress until interrupted."""
-    from waitress import serve
+    """Serve the viewer with waitress until interrupted.
 
+    Raises:
+        ValueError: it cannot listen on ``--host``/``--port`` (the port in use...); ``gagpo
+            view`` prints it and exits 2.
+    """
+    from waitress.server import create_server
+
+    from gagpo.common.addresses import listen_error
     from gagpo.viewer.app import create_app
 
     args = args or build_parser().parse_args(argv)
     app = create_app(args.run_dirs or None, root=args.root, shop_url=args.shop)
+    try:
+        server = create_server(app, host=args.host, port=args.port, threads=args.threads,
+                               ident="gagpo-view")
+    except OSError as e:
+        raise listen_error("gagpo view", args.host, args.port, e) from None
     host = f"[{args.host}]" if ":" in args.host else args.host
     what = ", ".join(args.run_dirs) if args.run_dirs else f"the runs under {args.root}/"
     print(f"gagpo view: {what} at http://{host}:{args.port}/ (Ctrl-C stops)", flush=True)
-    serve(app, host=args.host, port=args.port, threads=args.threads, ident="gagpo-view")
+    try:
+        server.run()
+    finally:
+        server.close()
     return 0
