@@ -93,7 +93,9 @@ def _iteration_of(step_table: Path) -> int | None:
 def cut_run(out: Path, iteration: int) -> int:
     """Forget what a run logged past ``iteration`` (that of the checkpoint it resumes from; 0
     to start over): ``metrics.jsonl`` keeps its lines up to it (rewritten atomically; a line
-    torn by a kill is dropped too), step tables past it and temporary files are deleted.
+    torn by a kill is dropped too; deleted when none is left, so that a run stopped before
+    its first iteration leaves no empty file behind), step tables past it and temporary files
+    are deleted.
     TensorBoard's points are cut by :class:`MetricLogger` (``purge_step``). Returns the number
     of metric lines dropped."""
     dropped = 0
@@ -109,7 +111,9 @@ def cut_run(out: Path, iteration: int) -> int:
                 kept.append(line + "\n")
             else:
                 dropped += 1
-        if dropped:
+        if not kept:
+            metrics.unlink()
+        elif dropped:
             atomic_write(metrics, lambda f: f.write("".join(kept).encode("utf-8")))
     for path in [*out.glob("steps/*"), *out.glob("*.tmp")]:
         it = _iteration_of(path)

@@ -300,7 +300,9 @@ def test_cut_run_keeps_lines_and_step_tables_up_to_the_iteration(tmp_path):
     assert cut_run(tmp_path, 2) == 0
     assert metrics.read_text() == "".join(text[:2])
     assert cut_run(tmp_path, 0) == 2
-    assert metrics.read_text() == "" and _steps(tmp_path) == []
+    # Nothing left: no empty file either (it would stand for an earlier run: see below).
+    assert not metrics.exists() and _steps(tmp_path) == []
+    assert cut_run(tmp_path, 0) == 0
 
 
 def test_iteration_of_a_step_table():
@@ -325,9 +327,14 @@ def test_a_fresh_start_replaces_an_earlier_run(tmp_path, capsys):
     assert "no checkpoint" not in out
     for name in ("checkpoint.pt", "evals.json", "config_changes.jsonl"):
         assert not (tmp_path / name).exists(), name
-    assert (tmp_path / "metrics.jsonl").read_text() == ""
+    assert not (tmp_path / "metrics.jsonl").exists()  # not an empty file: see below
     assert _steps(tmp_path) == []
     assert json.loads((tmp_path / "config.json").read_text()) == cfg.to_dict()
+    # A run that replaced an earlier one and stopped before its first iteration (killed,
+    # failed, --iterations 0) left nothing to lose: the next run needs no --overwrite.
+    assert earlier_run(tmp_path) == []
+    prepare_run_folder(tmp_path, TrainConfig(out_dir=str(tmp_path)), None)
+    assert not (tmp_path / "metrics.jsonl").exists()
 
 
 def test_a_resume_that_finds_no_checkpoint_starts_the_run(tmp_path, capsys):
