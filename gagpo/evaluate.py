@@ -93,8 +93,11 @@ def summarise(episodes: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def format_table(title: str, rows: dict[str, Any], score_scale: float) -> str:
+    """The rows of :func:`summarise` as a table under ``title``: success in %, the score times
+    ``score_scale``, which the score column's header names (``score x100``; ``score`` at 1)."""
+    score = "score" if score_scale == 1 else f"score x{score_scale:g}"
     lines = [title,
-             f"{'task type':<34}{'n':>5}  {'success % [95% CI]':<24}{'score x100 [95% CI]':<24}"]
+             f"{'task type':<34}{'n':>5}  {'success % [95% CI]':<24}{score + ' [95% CI]':<24}"]
     for name, r in rows.items():
         lo, hi = r["success_ci95"]
         s, (slo, shi) = r["score"] * score_scale, r["score_ci95"]

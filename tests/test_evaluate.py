@@ -249,12 +249,13 @@ NUMBER = re.compile(r"-?\d+\.\d")
 
 def test_format_table_prints_each_rows_numbers_one_line_per_row():
     rows = summarise(EPISODES)
-    for scale in (100.0, 1.0):
+    for scale, score in ((100.0, "score x100"), (1.0, "score"), (10.0, "score x10")):
         lines = format_table("Some title", rows, score_scale=scale).split("\n")
         assert lines[0] == "Some title"
-        # The header names the columns above them, as printed (the README quotes it).
+        # The header names the columns above them, as printed (the README quotes it), the
+        # score's scale as the numbers below have it.
         assert lines[1] == ("task type" + " " * 25 + "    n  success % [95% CI]      "
-                            "score x100 [95% CI]     ")
+                            + f"{score} [95% CI]".ljust(24))
         assert len(lines) == 2 + len(rows)
         for line, (name, r) in zip(lines[2:], rows.items(), strict=True):
             assert line[:34].rstrip() == name
