@@ -51,6 +51,41 @@ def test_results_the_readme_points_at_exist():
     assert not missing, missing
 
 
+def test_make_bench_exits_1_when_a_benchmark_fails(monkeypatch, capsys):
+    """``python -m benchmarks.run_all`` (``make bench``) with every benchmark replaced by a
+    tiny one: all run, in order; one that fails (an exit code, an exception) makes the whole
+    run exit 1 with the failed ones named; none failing, it exits 0."""
+    import types
+
+    from benchmarks import run_all
+
+    benches = [name for name, m in vars(run_all).items() if isinstance(m, types.ModuleType)
+               and m.__name__.startswith("benchmarks.")]
+    assert len(benches) >= 10
+    ran: list[str] = []
+
+    def tiny(name: str, fails: bool) -> types.SimpleNamespace:
+        def main(argv):
+            ran.append(name)
+            if fails and name == "cpu_costs":
+                raise RuntimeError("tiny benchmark broke")
+            return 2 if fails and name == "vector_bench" else {"figure": 1.0}
+
+        return types.SimpleNamespace(main=main, RESULTS=Path("unused"))
+
+    for fails in (True, False):
+        for name in benches:
+            monkeypatch.setattr(run_all, name, tiny(name, fails))
+        ran.clear()
+        assert run_all.main([]) == (1 if fails else 0)
+        assert set(ran) == set(benches)  # the failures stopped nothing
+        out = capsys.readouterr().out
+        if fails:  # vector_bench runs twice (WebShop, ALFWorld)
+            assert "\nfailed: vector_bench, vector_bench_alfworld, cpu_costs\n" in out
+        else:
+            assert "every benchmark ran" in out and "FAILED" not in out
+
+
 def test_make_bench_reports_a_failed_benchmark_and_runs_the_rest(capsys):
     """``benchmarks.run_all.run``: an exit code, a refusal or an exception is a failure,
     named; a benchmark returning its figures (a dict, None, 0) is not; each runs regardless."""
