@@ -272,3 +272,44 @@ def test_the_trainer_regresses_the_critic_on_the_lambda_return_of_its_values(tmp
     # The other candidates give other figures: the check can tell them apart.
     G = _lambda_returns(table, np.zeros_like(v), gamma, 1.0)
     assert abs(1 - np.var(G - v) / np.var(G) - second["critic/explained_variance"]) > 1e-3
+
+
+@pytest.mark.parametrize("amp", [None, torch.bfloat16])
+@pytest.mark.parametrize("pack", ["off", "on"])
+def test_the_update_clips_each_row_against_the_value_its_advantages_used(pack, amp):
+    """V_old is the value the advantages used, not the critic's value now (it may have moved
+    since): with a tight clip, each row's loss is 1/2 max((V - R)^2, (V_old + clip(V - V_old)
+    - R)^2) and the clip fraction the share of rows where the clipped term is larger, over
+    several micro-batches; the gradient is that of their mean (one optimizer step: its norm
+    before clipping is the one logged), at the update's precision."""
+    model, tok = load_model("tiny")
+    clip = 0.1
+    cfg = TrainConfig(model="tiny", algo="ppo", pack_prompts=pack, value_clip=clip,
+                      ppo_epochs=1, num_minibatches=1, micro_batch_tokens=24)
+    critic = Critic(model, tok, cfg, tok, world=1)
+    torch.nn.init.normal_(critic.model.head.weight, std=0.5)
+    torch.nn.init.constant_(critic.model.head.bias, 0.3)
+    prompts = _shuffled_prompts(tok)
+    now = critic.values(prompts, amp=amp, pad_id=tok.pad_token_id)
+    old = now + np.array([0.0, 0.5, -0.5, 0.02, 0.0, -0.3, 0.4, 0.01, -0.6])
+    targets = np.array([9.0, 1.0, -2.0, 3.0, -7.0, 0.5, -1.0, 2.0, 4.0])
+    rows = [i for i, p in enumerate(prompts) if p]
+    # The gradient of the mean loss, by autograd on one padded pass (the update's passes
+    # come out the same: a prompt's V does not depend on its batch).
+    critic.model.train()
+    v = critic.model([prompts[i] for i in rows], pad_id=tok.pad_token_id, amp=amp)
+    loss, _ = value_loss(v, torch.tensor(old[rows], dtype=torch.float32),
+                         torch.tensor(targets[rows], dtype=torch.float32), clip)
+    params = [p for p in critic.model.parameters() if p.requires_grad]
+    grads = torch.autograd.grad(loss.mean(), params)
+    want_norm = float(torch.sqrt(sum((g.double() ** 2).sum() for g in grads)))
+    stats = critic.update(prompts, old, targets, epoch_seed=0, amp=amp,
+                          pad_id=tok.pad_token_id)
+    v, o, r = now[rows], old[rows], targets[rows]
+    plain, clipped = (v - r) ** 2, (o + np.clip(v - o, -clip, clip) - r) ** 2
+    # (bf16 values are a prompt's own to 1e-6 whatever the batch; float32's are 0.1 away.)
+    assert stats.value_loss == pytest.approx(0.5 * np.mean(np.maximum(plain, clipped)),
+                                             rel=1e-4)
+    assert 0 < stats.clip_frac < 1
+    assert stats.clip_frac == pytest.approx(np.mean(clipped > plain))
+    assert stats.grad_norm == pytest.approx(want_norm, rel=1e-3 if amp is None else 5e-2)
