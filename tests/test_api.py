@@ -113,13 +113,16 @@ def test_random_goal(client, shop):
 @pytest.mark.parametrize("mode", ["text", "text_rich", "html"])
 def test_episode_equals_in_process_transcript(client, shop, mode):
     """search, click the goal product (or the first hit), choose an option, buy: the API's
-    responses equal describe() on Shop.step, field for field."""
+    responses equal describe() on Shop.step, field for field, beside the session and its
+    step count."""
+    episode = ("session", "steps", "max_steps", "truncated")
     for g in range(5):
         goal = shop.goals[g]
         state = shop.initial_state(g)
         out = open_session(client, goal=g, mode=mode)
-        assert {k: v for k, v in out.items() if k != "session"} == plain(
+        assert {k: v for k, v in out.items() if k not in episode} == plain(
             describe(shop, state, mode))
+        assert (out["steps"], out["max_steps"], out["truncated"]) == (0, 15, False)
         actions = [f"search[{goal.instruction_text}]"]
         token = out["session"]
         for i in range(4):
@@ -138,8 +141,9 @@ def test_episode_equals_in_process_transcript(client, shop, mode):
             state = result.state
             out = step(client, token, action, mode)
             token = out["session"]
-            assert {k: v for k, v in out.items() if k != "session"} == plain(
+            assert {k: v for k, v in out.items() if k not in episode} == plain(
                 describe(shop, state, mode, result))
+            assert (out["steps"], out["truncated"]) == (i + 1, False)
             if result.done:
                 assert out["done"] is True and "reward_parts" in out["info"]
                 break
@@ -193,11 +197,11 @@ def test_a_step_on_a_finished_session_pays_0_as_the_env_does(client, shop):
     env.close()
 
 
-def test_the_step_limit_is_the_clients_the_api_counts_no_steps(client, shop):
-    """``/api/v1/info`` tells clients the envs' step limit (15), but sessions carry no step
-    count: the API answers the first 15 steps as the in-process env does, and a purchase after
-    them is still the shop's to pay. Cutting the episode there is the client's job (the remote
-    WebShop-v0 does it: test_webshop_env::test_a_truncated_episode_cannot_buy)."""
+def test_sessions_end_at_the_envs_step_limit(client, shop):
+    """``/api/v1/info`` tells clients the envs' step limit (15), and sessions keep it: the API
+    answers the first 15 steps as the in-process env does, ``truncated`` at the 15th as the
+    env's, and a purchase after them is refused as the env refuses it (reward 0, nothing
+    admissible, the episode said to be over), whatever the client counts."""
     from gagpo.envs.webshop.env import WebShopEnv
 
     limit = client.get("/api/v1/info").get_json()["max_steps"]
@@ -215,13 +219,54 @@ def test_the_step_limit_is_the_clients_the_api_counts_no_steps(client, shop):
         token = out["session"]
         assert (out["observation"], out["reward"], out["done"], out["info"]) == (
             obs, reward, done, plain(info))
-        assert not done and truncated == (t == limit)
+        assert not done and truncated == (t == limit) == out["truncated"]
+        assert (out["steps"], out["max_steps"]) == (t, limit)
     assert "click[buy now]" in out["info"]["admissible_actions"]
-    _, reward, done, truncated, _ = env.step("click[buy now]")  # step 16: the env has ended
+    page = post(client, "sessions/observe", {"session": token})[1]["observation"]
+    obs, reward, done, truncated, info = env.step("click[buy now]")  # step 16: ended
     assert (reward, done, truncated) == (0.0, False, True)
-    out = step(client, token, "click[buy now]")  # the API has no limit: the shop pays
-    assert out["done"] is True and out["reward"] > 0
+    for _ in range(2):  # a purchase after the limit, twice: no-ops that say so
+        out = step(client, token, "click[buy now]")
+        assert (out["reward"], out["done"], out["truncated"], out["steps"]) == (
+            0.0, False, True, limit)
+        assert out["info"]["action_valid"] is False and out["info"]["admissible_actions"] == []
+        assert out["info"]["feedback"] == ("The episode is over (truncated after 15 steps): "
+                                           "open a new session.")
+        assert out["observation"] == out["info"]["feedback"] + " [SEP] " + page
+        assert info["admissible_actions"] == [] and info["action_valid"] is False  # the env's
+        token = out["session"]
+    out = post(client, "sessions/observe", {"session": token})[1]
+    assert (out["observation"], out["truncated"]) == (page, True)  # the page, unchanged
     env.close()
+
+
+def test_a_session_keeps_the_step_limit_it_asked_for(client, shop):
+    """``max_steps`` at the opening (the remote WebShop-v0 sends its own): the episode is
+    truncated there; a purchase before it ends the episode (done, not truncated) and is not a
+    step past the end; refused limits are 400s."""
+    goal = shop.goals[2]
+    code, out = post(client, "sessions", {"goal": 2, "max_steps": 3})
+    assert code == 201 and (out["steps"], out["max_steps"], out["truncated"]) == (0, 3, False)
+    token = out["session"]
+    for t, action in enumerate([f"search[{goal.name}]", "click[nothing]", "click[nothing]"], 1):
+        out = step(client, token, action)
+        token = out["session"]
+        assert (out["steps"], out["truncated"]) == (t, t == 3)
+    assert step(client, token, "click[< prev]")["info"]["action_valid"] is False
+
+    out = post(client, "sessions", {"goal": 2, "max_steps": 3})[1]
+    token = out["session"]
+    for action in (f"search[{goal.name}]", f"click[{goal.asin.lower()}]", "click[buy now]"):
+        out = step(client, token, action)
+        token = out["session"]
+    assert (out["done"], out["truncated"], out["steps"]) == (True, False, 3)
+    after = step(client, token, "click[buy now]")  # the shop's own no-op on its done page
+    assert (after["done"], after["reward"], after["steps"]) == (True, 0.0, 3)
+    assert after["info"]["action_valid"] is False
+    for bad in (0, -1, 1.5, True, "15", 10**6 + 1):
+        code, out = post(client, "sessions", {"goal": 2, "max_steps": bad})
+        assert code == 400 and "max_steps" in out["error"], bad
+    assert post(client, "sessions", {"goal": 2, "max_steps": None})[1]["max_steps"] == 15
 
 
 def test_token_round_trip(shop):
@@ -524,14 +569,16 @@ def test_concurrent_sessions_on_a_real_server(app, shop):
                 token = resp.json()["session"]
                 actions = [f"search[{goal.instruction_text}]", "click[next >]",
                            "click[< prev]", "click[nonsense]"]
-                for action in actions:
+                for t, action in enumerate(actions, 1):
                     result = shop.step(state, action)
                     state = result.state
                     out = http.post(f"{base}/api/v1/sessions/step",
                                     json={"session": token, "action": action},
                                     timeout=30).json()
                     token = out.pop("session")
-                    if out != plain(describe(shop, state, "text", result)):
+                    if out.pop("steps") != t or out.pop("truncated") or \
+                            out.pop("max_steps") != 15 or \
+                            out != plain(describe(shop, state, "text", result)):
                         errors.append(f"thread {k} goal {g} diverged at {action!r}")
                         return
                     assert out["info"]["goal_index"] == g

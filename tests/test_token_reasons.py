@@ -11,6 +11,7 @@ import pytest
 from itsdangerous import URLSafeSerializer
 
 from gagpo.servers.webshop import open_shop
+from gagpo.servers.webshop.limits import MAX_STEPS
 from gagpo.servers.webshop.shop import MAX_QUERY_CHARS, State
 from gagpo.servers.webshop.web.tokens import (
     MAX_PAGE_NUM,
@@ -19,6 +20,8 @@ from gagpo.servers.webshop.web.tokens import (
     SECRET_ENV,
     SECRET_FILE,
     BadToken,
+    Session,
+    decode_session,
     decode_state,
     default_secret,
     encode_state,
@@ -84,6 +87,33 @@ OK_PAYLOAD = [1, 0, 1, ["red"], 1, "", [], "", [], None]  # a results page, as e
 def test_payloads_are_refused_with_their_reason(payload, expected):
     assert decode_state(raw(OK_PAYLOAD), KEY) == results()
     assert reason(raw(payload)) == expected
+
+
+STEPS = "the step count must be in 0..limit, the limit in 1..1000000"
+
+
+@pytest.mark.parametrize(
+    ("tail", "expected"),
+    [
+        ([16, 15], STEPS),  # more steps than the limit
+        ([-1, 15], STEPS),
+        ([0, 0], STEPS),  # no step allowed at all
+        ([0, 1_000_001], STEPS),  # a limit past the longest a session may ask for
+        ([True, 15], STEPS),
+        ([1.0, 15], STEPS),
+        ([0, "15"], STEPS),
+        ([0], UNSUPPORTED),  # version 2 has both
+    ],
+)
+def test_step_counts_are_refused_with_their_reason(tail, expected):
+    """Version 2 payloads end with the session's step count and limit (tokens.Session)."""
+    assert decode_session(raw([2, *OK_PAYLOAD[1:], 3, 15]), KEY) == Session(results(), 3, 15)
+    assert reason(raw([2, *OK_PAYLOAD[1:], *tail])) == expected
+
+
+def test_a_version_1_token_reads_as_a_session_at_step_0_with_the_default_limit():
+    assert decode_session(raw(OK_PAYLOAD), KEY) == Session(results(), 0, MAX_STEPS)
+    assert reason(raw([3, *OK_PAYLOAD[1:], 0, 15])) == UNSUPPORTED  # a version to come
 
 
 def test_a_negative_zero_reward_reads_as_zero():

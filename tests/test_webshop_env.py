@@ -420,6 +420,22 @@ def test_one_step_short_of_the_purchase_is_truncated_and_unpaid(make_limited):
         assert_after_end(e.step(action), info, terminated=False, truncated=True)
 
 
+def test_a_limit_past_the_shops_default_holds_against_a_served_shop_too(make_limited, env):
+    """The remote env opens its sessions with its own ``max_steps``: the served shop, whose
+    sessions end after 15 steps unless they ask for more, plays all 20 and pays the purchase
+    made on the 20th."""
+    goal = env.unwrapped.goal(0)
+    e, time_limited = make_limited(20)
+    e.reset(options={"task": 0})
+    e.step(f"search[{goal.name}]")
+    e.step(f"click[{goal.asin.lower()}]")
+    for _ in range(3, 20):
+        assert e.step("click[nothing]")[1:4] == (0.0, False, False)
+    _, reward, terminated, truncated, info = e.step("click[buy now]")
+    assert reward > 0 and terminated and info["page"] == "done" and info["action_valid"]
+    assert truncated == time_limited  # gym.make's TimeLimit flags its last step
+
+
 def test_max_steps_truncates_an_env_built_directly():
     from gagpo.envs.webshop.env import WebShopEnv
 

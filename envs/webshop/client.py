@@ -16,6 +16,7 @@ from typing import Any
 import requests
 
 from gagpo.envs.base import TextEnv
+from gagpo.servers.webshop.limits import MAX_SESSION_STEPS
 from gagpo.servers.webshop.observe import with_feedback
 from gagpo.servers.webshop.shop import is_text, parse_action, query_problem
 
@@ -31,10 +32,14 @@ class ShopError(RuntimeError):
 
 class RemoteBackend:
     def __init__(
-        self, server_url: str, mode: str, timeout: float = 30.0, request_infos: tuple = ()
+        self, server_url: str, mode: str, timeout: float = 30.0, request_infos: tuple = (),
+        max_steps: int | None = None,
     ) -> None:
         self.base = server_url.rstrip("/")
         self.mode = mode
+        self.max_steps = None if max_steps is None else min(max_steps, MAX_SESSION_STEPS)
+        """The sessions' step limit: the env's own, so that the shop ends no episode before
+        the env does (None: the shop's default; at most the longest it allows)."""
         self.request_infos = list(request_infos)
         self.timeout = timeout
         self.http = requests.Session()
@@ -63,7 +68,7 @@ class RemoteBackend:
     def start(self, goal: int) -> dict[str, Any]:
         out = self._call(
             "POST", "/api/v1/sessions", {"goal": goal, "observation_mode": self.mode,
-             "request_infos": self.request_infos}
+             "request_infos": self.request_infos, "max_steps": self.max_steps}
         )
         return self._answer(out)
 

@@ -131,7 +131,8 @@ class WebShopEnv(TextEnv):
             from gagpo.envs.webshop.client import RemoteBackend
 
             self._backend = RemoteBackend(
-                server_url, observation_mode, timeout=timeout, request_infos=request_infos
+                server_url, observation_mode, timeout=timeout, request_infos=request_infos,
+                max_steps=self.max_steps,
             )
         self.report_label = (
             "WebShop (served shop)" if server_url

@@ -266,7 +266,10 @@ class ViewerApp:
         if not task_id.startswith("webshop:") or not task_id[8:].isdigit():
             raise _Problem(404, "Not a WebShop step", f"Task {task_id!r} is not a WebShop goal.")
         try:
-            reply = _post(f"{self.shop_url}/api/v1/sessions", {"goal": int(task_id[8:])})
+            # A session long enough for the whole replay (a run may have had a longer step
+            # limit than the shop's default).
+            reply = _post(f"{self.shop_url}/api/v1/sessions",
+                          {"goal": int(task_id[8:]), "max_steps": max(1, len(actions))})
             for a in actions:
                 reply = _post(f"{self.shop_url}/api/v1/sessions/step",
                               {"session": reply["session"], "action": a})

@@ -7,11 +7,12 @@ every response renews and every request sends back; observations come from
 info, so transcripts are identical.
 
 Request and response bodies are JSON; ``...`` is ``describe()``'s
-``{observation, reward, done, info}``:
+``{observation, reward, done, info}`` and the episode's ``{steps, max_steps, truncated}``:
 
 * ``GET /api/v1/info`` -> ``{products, goals, goal_kind, splits, observation_modes, max_steps}``
-* ``POST /api/v1/sessions`` ``{goal: int|null, observation_mode}`` -> 201 ``{session, ...}``
-  (null: a uniformly drawn goal)
+  (``max_steps``: a session's step limit unless it asks for another, WebShop-v0's)
+* ``POST /api/v1/sessions`` ``{goal: int|null, observation_mode, max_steps: int|null}`` -> 201
+  ``{session, ...}`` (goal null: a uniformly drawn goal; max_steps null: WebShop-v0's 15)
 * ``POST /api/v1/sessions/step`` ``{session, action, observation_mode}`` -> ``{session, ...}``
 * ``POST /api/v1/sessions/observe`` ``{session, observation_mode}`` -> ``{session, ...}``
 * every session call also takes ``request_infos`` (e.g. ``["expert_action"]``) for extra infos;
@@ -20,6 +21,12 @@ Request and response bodies are JSON; ``...`` is ``describe()``'s
 * ``POST /api/v1/sessions/close`` ``{session}`` -> ``{closed: true}``: sessions live in their
   tokens, so there is nothing to free; it exists so clients can be written as for a stateful
   server.
+
+Episodes end as WebShop-v0's do: ``done`` on the purchase, ``truncated`` when ``max_steps``
+steps (valid or not) have bought nothing. The token counts them. A step after the end is a
+no-op, as in-process: the unchanged page, reward 0, ``action_valid`` false and a ``feedback``
+saying the episode is over (after a truncation also no admissible actions); ``observe`` still
+shows the page.
 
 Errors are ``{"error": message}``: 400 malformed body or fields, 403 a withheld extra info,
 404 unknown goal or bad token (forged, tampered, or holding a state the shop's transitions
@@ -36,10 +43,10 @@ from flask import Flask, Response, jsonify, request
 from werkzeug.exceptions import abort
 
 from gagpo.servers.webshop.goals import split_range
-from gagpo.servers.webshop.limits import MAX_STEPS
+from gagpo.servers.webshop.limits import MAX_SESSION_STEPS, MAX_STEPS
 from gagpo.servers.webshop.observe import EXTRA_INFOS, OBSERVATION_MODES, describe
-from gagpo.servers.webshop.shop import Shop, State, is_text
-from gagpo.servers.webshop.web.tokens import BadToken, decode_state, encode_state
+from gagpo.servers.webshop.shop import Shop, StepResult, is_text
+from gagpo.servers.webshop.web.tokens import BadToken, Session, decode_session, encode_session
 
 API = "/api/v1"
 
@@ -83,8 +90,8 @@ class ApiViews:
             goal_kind=goal_kind(self.shop),
             splits=splits,
             observation_modes=list(OBSERVATION_MODES),
-            # The episode length the environments use (WebShop-v0); the server itself does
-            # not cut episodes.
+            # The episode length the environments use (WebShop-v0), and a session's limit
+            # unless it asks for another.
             max_steps=MAX_STEPS,
             request_infos=list(self.extra_infos),
         )
@@ -99,47 +106,68 @@ class ApiViews:
             abort(400, "'goal' must be an integer or null")
         elif not 0 <= goal < n:
             abort(404, f"unknown goal {goal}: goals are 0..{n - 1}")
+        max_steps = body.get("max_steps")
+        if max_steps is None:
+            max_steps = MAX_STEPS
+        elif not _is_int(max_steps) or not 1 <= max_steps <= MAX_SESSION_STEPS:
+            abort(400, f"'max_steps' must be an integer in 1..{MAX_SESSION_STEPS} or null")
         mode = _mode(body)
-        state = self.shop.initial_state(goal)
-        return self._reply(state, mode), 201
+        session = Session(self.shop.initial_state(goal), 0, max_steps)
+        return self._reply(session, mode), 201
 
     def api_step(self) -> Response:
         body = _json_body()
-        state = self._state(body)
+        session = self._session(body)
         action = body.get("action")
         if not isinstance(action, str):
             abort(400, "'action' must be a string such as 'search[red shoes]' or 'click[...]'")
         if not is_text(action):
             abort(400, "'action' is not valid Unicode text (it holds a lone surrogate)")
         mode = _mode(body)
-        result = self.shop.step(state, action)
-        return self._reply(result.state, mode, result)
+        if session.truncated:  # as WebShop-v0 after its limit: a no-op that says so
+            over = (f"The episode is over (truncated after {session.steps} steps): open a new "
+                    "session.")
+            return self._reply(session, mode, StepResult(session.state, 0.0, False, False, over),
+                               ended=True)
+        # (On the done page the shop's own no-op answers: "The episode is over: ...".)
+        result = self.shop.step(session.state, action)
+        steps = session.steps + (session.state.page != "done")
+        return self._reply(Session(result.state, steps, session.max_steps), mode, result)
 
     def api_observe(self) -> Response:
         body = _json_body()
-        state = self._state(body)
-        return self._reply(state, _mode(body))
+        return self._reply(self._session(body), _mode(body))
 
     def api_close(self) -> Response:
         body = _json_body()
-        self._state(body)  # a bad token is still an error, for symmetry with the others
+        self._session(body)  # a bad token is still an error, for symmetry with the others
         # Sessions live in their tokens, not on the server: there is nothing to free.
         return jsonify(closed=True)
 
-    def _reply(self, state: State, mode: str, result=None) -> Response:
+    def _reply(self, session: Session, mode: str, result: StepResult | None = None,
+               ended: bool = False) -> Response:
+        """The answer for ``session`` (reached by ``result``); ``ended``: a step refused
+        because the episode is over, which leaves nothing admissible."""
         extras = _request_infos(request.get_json(silent=True))
         withheld = [e for e in extras if e not in self.extra_infos]
         if withheld:
             abort(403, f"this shop withholds {withheld} from clients (--no-expert-infos)")
-        out = describe(self.shop, state, mode, result, extras)
-        return jsonify(session=encode_state(state, self.secret), **out)
+        out = describe(self.shop, session.state, mode, result, extras)
+        if ended:
+            out["info"].update(admissible_actions=[],
+                               available_actions={"has_search_bar": False, "clickables": []})
+            if "expert_action" in out["info"]:
+                out["info"]["expert_action"] = None
+        return jsonify(session=encode_session(session, self.secret), **out,
+                       steps=session.steps, max_steps=session.max_steps,
+                       truncated=session.truncated)
 
-    def _state(self, body: dict) -> State:
+    def _session(self, body: dict) -> Session:
         token = body.get("session")
         if not isinstance(token, str):
             abort(400, "'session' must be the token string a previous response returned")
         try:
-            return decode_state(token, self.secret, self.shop)
+            return decode_session(token, self.secret, self.shop)
         except BadToken as e:
             abort(404, f"bad session token: {e}")
 

@@ -13,6 +13,10 @@ server inflate a zip bomb, and a decoded state is checked like any other input
 (:func:`decode_state` with ``shop=``): sizes within what the shop's own transitions produce,
 page and fields consistent, the goal, product, options and visited products the shop's own.
 
+A token also holds the session's step count and step limit (:class:`Session`): the API ends an
+episode after its limit as WebShop-v0 does. Payload version 1 (a state alone) still reads, its
+steps counted from 0.
+
 The secret (:func:`resolve_secret`): the ``secret`` argument, else ``$GAGPO_WEBSHOP_SECRET``,
 else a random key made on first use and kept, readable by its owner only, in the cache folder
 (:func:`default_secret`), so that every process of one user on one machine shares it. Shops
@@ -26,6 +30,7 @@ import os
 import secrets
 import time
 import zlib
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from itsdangerous import BadData, URLSafeSerializer
@@ -34,6 +39,7 @@ from itsdangerous.exc import BadPayload
 from itsdangerous.serializer import Serializer
 
 from gagpo.common.cache import cache_dir, private_file_once
+from gagpo.servers.webshop.limits import MAX_SESSION_STEPS, MAX_STEPS
 from gagpo.servers.webshop.pages import SUB_PAGES
 from gagpo.servers.webshop.shop import MAX_QUERY_CHARS, State, has_visible, is_text
 
@@ -41,7 +47,8 @@ if TYPE_CHECKING:
     from gagpo.servers.webshop.shop import Shop
 
 SALT = "gagpo.webshop.session.v1"
-PAYLOAD_VERSION = 1
+PAYLOAD_VERSION = 2
+"""2: the state, then the step count and limit; 1 (still read): the state alone."""
 MAX_TOKEN_CHARS = 64 * 1024
 """Longer strings are rejected before any signature check or decoding."""
 MAX_PAYLOAD_BYTES = 256 * 1024
@@ -65,6 +72,22 @@ _PAGE_CODE = {name: i for i, name in enumerate(_PAGES)}
 
 class BadToken(ValueError):
     """The token is malformed, not signed with this secret, or does not hold a valid state."""
+
+
+@dataclass(frozen=True)
+class Session:
+    """What a session token holds: the shop's state and the episode's step count."""
+
+    state: State
+    steps: int = 0
+    """Steps taken (every action answered before the episode's end counts, valid or not)."""
+    max_steps: int = MAX_STEPS
+    """The episode's step limit (WebShop-v0's unless the session asked for another)."""
+
+    @property
+    def truncated(self) -> bool:
+        """Ended by the step limit: ``max_steps`` steps taken, nothing bought."""
+        return self.state.page != "done" and self.steps >= self.max_steps
 
 
 def default_secret() -> str:
@@ -112,7 +135,13 @@ def _serializer(secret: str) -> URLSafeSerializer:
 
 
 def encode_state(state: State, secret: str) -> str:
-    """The signed token of ``state``."""
+    """The signed token of ``state`` (a session at step 0 with WebShop-v0's limit)."""
+    return encode_session(Session(state), secret)
+
+
+def encode_session(session: Session, secret: str) -> str:
+    """The signed token of ``session``."""
+    state = session.state
     payload = [
         PAYLOAD_VERSION,
         state.goal,
@@ -124,16 +153,25 @@ def encode_state(state: State, secret: str) -> str:
         state.sub_page,
         sorted(state.visited),
         state.reward,
+        session.steps,
+        session.max_steps,
     ]
     return _serializer(secret).dumps(payload)
 
 
 def decode_state(token: str, secret: str, shop: Shop | None = None) -> State:
-    """The state inside ``token``; raises :class:`BadToken` on anything wrong.
+    """The state inside ``token`` (:func:`decode_session`'s)."""
+    return decode_session(token, secret, shop).state
+
+
+def decode_session(token: str, secret: str, shop: Shop | None = None) -> Session:
+    """The session inside ``token``; raises :class:`BadToken` on anything wrong.
 
     The state's shape is always checked (types, sizes, page and fields consistent, reward a
-    finite number in [0, 1] on the done page only); with ``shop``, also that its goal,
-    product, options and visited products exist in that shop (:func:`check_state`).
+    finite number in [0, 1] on the done page only), and the step count (within its limit, the
+    limit within :data:`~gagpo.servers.webshop.limits.MAX_SESSION_STEPS`); with ``shop``, also
+    that its goal, product, options and visited products exist in that shop
+    (:func:`check_state`).
     """
     if not isinstance(token, str) or not token:
         raise BadToken("the session token must be a non-empty string")
@@ -145,10 +183,10 @@ def decode_state(token: str, secret: str, shop: Shop | None = None) -> State:
         raise BadToken("the session token is invalid or was not issued by this shop") from e
     except Exception as e:  # e.g. malformed base64 padding deep inside itsdangerous
         raise BadToken("the session token could not be decoded") from e
-    state = _state_from_payload(payload)
+    session = _session_from_payload(payload)
     if shop is not None:
-        check_state(state, shop)
-    return state
+        check_state(session.state, shop)
+    return session
 
 
 def read_state(token: str) -> State:
@@ -165,20 +203,34 @@ def read_state(token: str) -> State:
         _, payload = _serializer("unverified").loads_unsafe(token)
     except Exception as e:
         raise BadToken("the session token could not be decoded") from e
-    return _state_from_payload(payload)
+    return _session_from_payload(payload).state
 
 
-def _state_from_payload(payload: Any) -> State:
-    """Rebuild a State, checking every field's type (a signed token can still come from
+_PAYLOAD_LENGTHS = {1: 10, 2: 12}
+"""Fields of each payload version (the version included)."""
+
+
+def _session_from_payload(payload: Any) -> Session:
+    """Rebuild a Session, checking every field's type (a signed token can still come from
     another version of this code)."""
     if (
         not isinstance(payload, list)
-        or len(payload) != 10
+        or not payload
         or not _is_int(payload[0])  # True and 1.0 equal 1 but are no version
-        or payload[0] != PAYLOAD_VERSION
+        or _PAYLOAD_LENGTHS.get(payload[0]) != len(payload)
     ):
         raise BadToken("unsupported session token payload")
-    _, goal, page, keywords, page_num, asin, options, sub_page, visited, reward = payload
+    steps, max_steps = payload[10:12] if payload[0] == 2 else (0, MAX_STEPS)
+    if not (_is_int(steps) and _is_int(max_steps) and 1 <= max_steps <= MAX_SESSION_STEPS
+            and 0 <= steps <= max_steps):
+        raise BadToken(f"the step count must be in 0..limit, the limit in "
+                       f"1..{MAX_SESSION_STEPS}")
+    return Session(_state_from_fields(payload[1:10]), steps, max_steps)
+
+
+def _state_from_fields(fields: list) -> State:
+    """Rebuild a State from a payload's state fields."""
+    goal, page, keywords, page_num, asin, options, sub_page, visited, reward = fields
     ok = (
         _is_int(goal)
         and goal >= 0
