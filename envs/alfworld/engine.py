@@ -46,15 +46,15 @@ def require() -> None:
 
 @cache
 def package_dir() -> Path:
-    """The installed ``alfworld`` package folder, found without importing the package. Its data
-    files (domain, grammar, constants, goal library, layouts) are all the native engine and the
-    generator's scenes need: ``pip install --no-deps alfworld==0.4.2`` installs them without
-    textworld or anything compiled."""
+    """The installed ``alfworld`` package folder, found without importing the package. The
+    generator builds new games from its data files (domain, grammar, constants, goal library,
+    layouts); playing needs none of them (game files carry their domain and grammar, and the
+    default set ships with gagpo: :mod:`gagpo.envs.alfworld.default_set`)."""
     spec = importlib.util.find_spec("alfworld")
     if spec is None or not spec.submodule_search_locations:
         raise AlfworldMissing(
-            "ALFWorld-v0 reads its data files from the alfworld package: pip install --no-deps "
-            "alfworld==0.4.2 (data only), or pip install 'gagpo[alfworld]' (the reference engine)"
+            "generating ALFWorld-style games needs ALFWorld's data files and the planner: "
+            "pip install 'gagpo[alfworld]' (the default games ship with gagpo and need neither)"
         )
     return Path(next(iter(spec.submodule_search_locations)))
 

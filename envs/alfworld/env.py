@@ -37,7 +37,8 @@ class AlfworldEnv(TextEnv):
     Args:
         data_dir: a folder in ALFWorld's official layout (holding ``json_2.1.1``). None uses
             ``$ALFWORLD_DATA`` when it holds official data, else gagpo's generated
-            ALFWorld-style set (made on first use and cached; see :mod:`gagpo.envs.alfworld.games`).
+            ALFWorld-style set (shipped with the package, unpacked on first use and cached; see
+            :mod:`gagpo.envs.alfworld.games`).
         split: the split random resets draw from: ``train``, ``valid_seen`` or ``valid_unseen``.
         task_types: keep only these task types (full names or pick/look/clean/heat/cool/pick2).
         speedups: memoise the reference engine's slow parts (:mod:`gagpo.envs.alfworld.speedups`);

@@ -7,8 +7,9 @@ skipped. Games of a split are listed sorted by path, so index ``i`` names the sa
 
 - official: ``$ALFWORLD_DATA`` (what ``alfworld-download`` fills) or any folder passed as
   ``data_dir``; either the folder holding ``json_2.1.1`` or ``json_2.1.1`` itself.
-- generated (the default): made by :mod:`gagpo.envs.alfworld.generator` on first use and cached
-  under ``$GAGPO_CACHE/alfworld`` (default ``~/.cache/gagpo/alfworld``). Generated games say so in
+- generated (the default): made by :mod:`gagpo.envs.alfworld.generator`, shipped with the
+  package (:mod:`gagpo.envs.alfworld.default_set`), unpacked on first use and cached under
+  ``$GAGPO_CACHE/alfworld`` (default ``~/.cache/gagpo/alfworld``). Generated games say so in
   their traj_data.json, and every result on them is labelled "ALFWorld-style".
 """
 
@@ -22,8 +23,8 @@ from pathlib import Path
 
 from gagpo.envs.alfworld.generator import GENERATOR_TAG, LAYOUT_DIR, SHORT_NAMES, SPLITS, TASK_TYPES
 
-# Default generated set: small enough to build on first use in about two minutes on one core,
-# every task type in every split (8 per type in train, 4 in each held-out split).
+# Default generated set (shipped with the package, see default_set.py): every task type in
+# every split (8 per type in train, 4 in each held-out split).
 DEFAULT_SIZES = {"train": 48, "valid_seen": 24, "valid_unseen": 24}
 DEFAULT_SEED = 0
 LABEL_GENERATED = "ALFWorld-style (generated games)"
@@ -124,8 +125,13 @@ def _collect(folder: Path, split: str) -> list[Game]:
 
 
 def default_generated_dir(seed: int = DEFAULT_SEED, sizes: dict[str, int] | None = None) -> Path:
-    """The default generated set, generating it on first use (atomically, see
-    :func:`gagpo.common.cache.build_once`: concurrent first uses never see half a set)."""
+    """The default generated set, written on first use (atomically, see
+    :func:`gagpo.common.cache.build_once`: concurrent first uses never see half a set).
+
+    The games the package ships (:mod:`gagpo.envs.alfworld.default_set`: seed 0, up to 48 /
+    24 / 24 games) are unpacked, which needs neither the planner nor the alfworld wheel; only
+    games beyond them are generated (that needs ``gagpo[alfworld]``).
+    """
     from gagpo.common.cache import build_once, cache_dir
 
     sizes = dict(sizes or DEFAULT_SIZES)
@@ -133,11 +139,20 @@ def default_generated_dir(seed: int = DEFAULT_SEED, sizes: dict[str, int] | None
     target = cache_dir() / "alfworld" / f"generated-v1-seed{seed}-{tag}"
 
     def generate(out: Path) -> None:
+        from gagpo.envs.alfworld import default_set
+
+        shipped = dict.fromkeys(sizes, 0)
+        if seed == default_set.shipped_seed():
+            shipped = default_set.unpack(out, sizes)
+        if all(shipped[split] == n for split, n in sizes.items()):
+            return
         from gagpo.envs.alfworld.generator import generate_games
 
-        print(f"[alfworld] generating the default ALFWorld-style game set in {target} (once)")
+        print(f"[alfworld] generating ALFWorld-style games in {target} (once)")
         for split, n in sizes.items():
-            generate_games(out, split, n, seed=seed, progress=True)
+            if n > shipped[split]:
+                generate_games(out, split, n - shipped[split], seed=seed, progress=True,
+                               start=shipped[split])
 
     return build_once(target, generate)
 

@@ -310,14 +310,24 @@ class GeneratedGame:
         return f"{self.task.task_type}-{self.task.obj}-None-{target}-{self.scene}"
 
     def game_json(self) -> dict[str, Any]:
-        grammar = engine.grammar_text().replace("UNKNOWN GOAL", self.task.text)
-        return {
-            "pddl_domain": engine.domain_text(),
-            "grammar": grammar,
-            "pddl_problem": self.problem,
-            "solvable": True,
-            "walkthrough": self.walkthrough,
-        }
+        return game_file_json(
+            engine.domain_text(), engine.grammar_text(), self.task.text, self.problem,
+            self.walkthrough,
+        )
+
+
+def game_file_json(
+    domain: str, grammar: str, task_text: str, problem: str, walkthrough: list[str]
+) -> dict[str, Any]:
+    """A game.tw-pddl's content: ALFWorld's domain and grammar (its task text, "UNKNOWN GOAL",
+    replaced by the game's), the game's problem and its walkthrough."""
+    return {
+        "pddl_domain": domain,
+        "grammar": grammar.replace("UNKNOWN GOAL", task_text),
+        "pddl_problem": problem,
+        "solvable": True,
+        "walkthrough": walkthrough,
+    }
 
 
 def sample_game(
@@ -576,11 +586,19 @@ def solve(game: GeneratedGame) -> list[str]:
 def write_game(game: GeneratedGame, split_dir: Path) -> Path:
     """Write a solved game's three files; returns its game.tw-pddl path."""
     folder = split_dir / game.task_dir / game.trial
+    return write_trial(folder, game.problem, game.traj_data, game.game_json())
+
+
+def write_trial(
+    folder: Path, problem: str, traj_data: dict[str, Any], game_json: dict[str, Any]
+) -> Path:
+    """A trial folder's three files, as the official layout has them (the shipped default set
+    is written by this function too, so its files are byte for byte the generator's)."""
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / "initial_state.pddl").write_text(game.problem)
-    (folder / "traj_data.json").write_text(json.dumps(game.traj_data, indent=1))
+    (folder / "initial_state.pddl").write_text(problem, encoding="utf-8")
+    (folder / "traj_data.json").write_text(json.dumps(traj_data, indent=1), encoding="utf-8")
     path = folder / "game.tw-pddl"
-    path.write_text(json.dumps(game.game_json()))
+    path.write_text(json.dumps(game_json), encoding="utf-8")
     return path
 
 
