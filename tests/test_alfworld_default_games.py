@@ -2,10 +2,12 @@
 
 - the archive is small, complete (every task type in every split) and carries ALFWorld's
   licence notice, and pyproject ships both;
-- in a process where alfworld, textworld, tatsu and fast_downward cannot be imported (a plain
-  ``pip install gagpo``), ``gym.make("ALFWorld-v0")`` unpacks the default set and every
-  shipped game's walkthrough wins on it; where the reference engine is installed, it gives the
-  same first observations on those games;
+- in a process where textworld, tatsu and fast_downward cannot be imported and alfworld is
+  never imported (``pip install gagpo`` and ``pip install --no-deps alfworld``: no compiler),
+  ``gym.make("ALFWorld-v0")`` unpacks the default set, reading only ALFWorld's domain and
+  grammar files from its wheel, and every shipped game's walkthrough wins on it; without the
+  wheel it says how to get it; where the reference engine is installed, it gives the same
+  first observations on those games;
 - where the generator's planner is installed, the shipped games are byte for byte those it
   generates (a sample; ``python -m gagpo.envs.alfworld.default_set check`` compares all).
 """
@@ -43,6 +45,14 @@ def test_the_shipped_set_is_small_complete_and_carries_alfworlds_licence():
     notice = (default_set.ARCHIVE.parent / "NOTICE").read_text()
     assert "MIT License" in notice and "Copyright (c) 2020 Mohit Shridhar and others" in notice
     assert "alfworld/data/alfred.pddl" in notice and "alfworld/data/alfred.twl2" in notice
+    # ALFWorld's own files are not shipped: the archive holds their hashes only.
+    import gzip
+
+    raw = gzip.decompress(default_set.ARCHIVE.read_bytes()).decode()
+    data = json.loads(raw)
+    assert "pddl_domain" not in data and "grammar" not in data
+    assert "(define (domain" not in raw and "#Grammar" not in raw.split('"splits"')[0]
+    assert len(data["domain_sha256"]) == len(data["grammar_sha256"]) == 64
     setuptools = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
     assert "gagpo.envs.alfworld.data" in setuptools["packages"]
     shipped = setuptools["package-data"]["gagpo.envs.alfworld.data"]
@@ -53,7 +63,7 @@ def test_the_shipped_set_is_small_complete_and_carries_alfworlds_licence():
 _PLAIN_INSTALL = r"""
 import json, os, sys
 
-BLOCKED = ("alfworld", "textworld", "tatsu", "fast_downward")
+BLOCKED = ("textworld", "tatsu", "fast_downward")
 for name in BLOCKED:  # as if not installed: imports fail, find_spec says None
     sys.modules[name] = None
 
@@ -93,16 +103,40 @@ try:
     default_generated_dir(sizes={"train": 49, "valid_seen": 24, "valid_unseen": 24})
 except AlfworldMissing as e:
     out["larger"] = str(e)
-out["loaded"] = sorted(m for m in sys.modules if m.split(".")[0] in BLOCKED and sys.modules[m])
+out["loaded"] = sorted(m for m in sys.modules if m.split(".")[0] in (*BLOCKED, "alfworld")
+                      and sys.modules[m])
 out["cache"] = sorted(os.listdir(os.path.join(os.environ["GAGPO_CACHE"], "alfworld")))
 print(json.dumps(out))
 """
 
 
-def test_default_games_play_without_alfworld_textworld_or_the_planner(tmp_path):
-    """A plain install: the default set unpacks from the package and every game's walkthrough
-    wins, with the reference packages unimportable; the reference engine, where installed,
-    gives the same first observations on the unpacked games."""
+_NO_WHEEL = r"""
+import sys
+sys.modules["alfworld"] = None  # not installed: find_spec says None
+import gymnasium as gym
+import gagpo.envs  # noqa: F401
+from gagpo.envs.alfworld.engine import AlfworldMissing
+try:
+    gym.make("ALFWorld-v0")
+except AlfworldMissing as e:
+    print(e)
+"""
+
+
+def test_without_alfworlds_wheel_the_default_games_say_how_to_get_it(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k != "ALFWORLD_DATA"}
+    env.update(GAGPO_CACHE=str(tmp_path), PYTHONPATH=str(ROOT))
+    done = subprocess.run([sys.executable, "-c", _NO_WHEEL], capture_output=True, text=True,
+                          cwd=tmp_path, timeout=120, env=env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "pip install --no-deps alfworld==0.4.2 (no compiler" in done.stdout
+
+
+def test_default_games_play_without_textworld_or_the_planner(tmp_path):
+    """``pip install gagpo`` and ALFWorld's wheel without its dependencies: the default set
+    unpacks from the package and every game's walkthrough wins, with the reference packages
+    unimportable and alfworld never imported; the reference engine, where installed, gives the
+    same first observations on the unpacked games."""
     env = {k: v for k, v in os.environ.items() if k != "ALFWORLD_DATA"}
     env.update(GAGPO_CACHE=str(tmp_path), PYTHONPATH=str(ROOT))
     done = subprocess.run([sys.executable, "-c", _PLAIN_INSTALL], capture_output=True,

@@ -1,14 +1,17 @@
-"""The default generated game set, shipped inside the package: no planner, no alfworld wheel.
+"""The default generated game set, shipped inside the package: no planner, no compiler.
 
 The default ALFWorld-style set (seed 0; train 48, valid_seen 24, valid_unseen 24 games) is what
 :mod:`gagpo.envs.alfworld.generator` makes with ALFWorld's data files and fast-downward. It is
 made once, here, and shipped compressed as ``data/default_set.json.gz`` (about 0.3 MB; the
-folder it unpacks to is about 10 MB): ALFWorld's PDDL domain and text grammar once, and for each
-game its PDDL problem, its ``traj_data.json`` and its walkthrough. On first use
-:func:`unpack` writes the games in ALFWorld's layout, each file byte for byte what the generator
-writes (the same writer, :func:`gagpo.envs.alfworld.generator.write_trial`). Licence: the domain
-and grammar are ALFWorld's files (MIT), and the problems are derived from its floor plans and
-constants; ``data/NOTICE`` says what, and carries ALFWorld's licence.
+folder it unpacks to is about 10 MB): for each game its PDDL problem, its ``traj_data.json`` and
+its walkthrough, and the sha256 of the ALFWorld domain and grammar it was made with. The
+domain and grammar themselves are ALFWorld's files and are not shipped: on first use
+:func:`unpack` reads them from the installed ``alfworld`` wheel (a pure-Python wheel, taken
+without its dependencies: ``pip install --no-deps alfworld==0.4.2``, no compiler), checks their
+hashes and writes the games in ALFWorld's layout, each file byte for byte what the generator
+writes (the same writer, :func:`gagpo.envs.alfworld.generator.write_trial`). Licence: the
+problems are derived from ALFWorld's floor plans and constants; ``data/NOTICE`` says what, and
+carries ALFWorld's licence.
 
     python -m gagpo.envs.alfworld.default_set build   # regenerate the archive (gagpo[alfworld])
     python -m gagpo.envs.alfworld.default_set check   # regenerate all and compare with it
@@ -21,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import gzip
+import hashlib
 import json
 import os
 import sys
@@ -59,16 +63,43 @@ def shipped_seed(archive: Path = ARCHIVE) -> int:
     return int(_load(archive)["seed"])
 
 
+def _sha256(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+@cache
+def alfworld_files(archive: Path = ARCHIVE) -> tuple[str, str]:
+    """ALFWorld's PDDL domain and text grammar from the installed ``alfworld`` wheel (read as
+    files, the package never imported), checked against the hashes the set was made with.
+
+    Raises:
+        AlfworldMissing: no ``alfworld`` wheel, or one whose files differ.
+    """
+    from gagpo.envs.alfworld.engine import AlfworldMissing, domain_text, grammar_text
+
+    data = _load(archive)
+    try:
+        domain, grammar = domain_text(), grammar_text()
+    except AlfworldMissing:
+        raise AlfworldMissing(
+            "ALFWorld-v0's default games take ALFWorld's domain and grammar from its wheel, "
+            "which is pure Python: pip install --no-deps alfworld==0.4.2 (no compiler; "
+            "'gagpo[alfworld]' installs it too, with the reference engine)") from None
+    if (_sha256(domain), _sha256(grammar)) != (data["domain_sha256"], data["grammar_sha256"]):
+        raise AlfworldMissing(
+            "the installed alfworld wheel's alfred.pddl or alfred.twl2 is not the one the "
+            "default games were made with: pip install --no-deps alfworld==0.4.2")
+    return domain, grammar
+
+
 def trial_files(split: str, index: int, archive: Path = ARCHIVE) -> tuple[str, str, dict, dict]:
     """Game ``index`` of ``split``: (its folder under the split, problem, traj_data, game
     file's JSON)."""
-    data = _load(archive)
-    game = data["splits"][split][index]
+    game = _load(archive)["splits"][split][index]
     traj = game["traj_data"]
     text = traj["turk_annotations"]["anns"][0]["task_desc"]
-    content = game_file_json(
-        data["pddl_domain"], data["grammar"], text, game["problem"], game["walkthrough"]
-    )
+    domain, grammar = alfworld_files(archive)
+    content = game_file_json(domain, grammar, text, game["problem"], game["walkthrough"])
     return game["dir"], game["problem"], traj, content
 
 
@@ -131,9 +162,10 @@ def pack(
         "format": FORMAT,
         "generator": GENERATOR_TAG,
         "seed": seed,
-        "source": "ALFWorld 0.4.2: alfworld/data/alfred.pddl and alfred.twl2 (MIT; see NOTICE)",
-        "pddl_domain": domain,
-        "grammar": grammar,
+        "source": "problems derived from ALFWorld 0.4.2's layouts and constants (MIT; see "
+                  "NOTICE); its alfred.pddl and alfred.twl2 are read from its wheel",
+        "domain_sha256": _sha256(domain),
+        "grammar_sha256": _sha256(grammar),
         "splits": splits,
     }
     blob = json.dumps(data, separators=(",", ":")).encode("utf-8")
@@ -141,10 +173,12 @@ def pack(
     tmp = archive.with_suffix(".tmp")
     tmp.write_bytes(gzip.compress(blob, compresslevel=9, mtime=0))
     _load.cache_clear()
+    alfworld_files.cache_clear()
     with tempfile.TemporaryDirectory() as out:
         unpack(out, archive=tmp)
         got = read_tree(Path(out) / LAYOUT_DIR)
     _load.cache_clear()
+    alfworld_files.cache_clear()
     for paths in games.values():
         for path in paths:
             for name in ("game.tw-pddl", "traj_data.json", "initial_state.pddl"):
