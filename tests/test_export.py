@@ -130,7 +130,8 @@ def test_a_foreign_checkpoint_is_refused_by_the_reader_and_by_export(
     with pytest.raises(ValueError, match=r"checkpoint\.pt is not a gagpo training checkpoint"):
         load_checkpoint(run / "checkpoint.pt")
     assert main(["export", str(run), "--out", str(tmp_path / "x")]) == 2, what
-    assert "is not a gagpo training checkpoint" in capsys.readouterr().err
+    assert (f"{run / 'checkpoint.pt'} is not a gagpo training checkpoint (it lacks the model, "
+            "config or iteration)") in capsys.readouterr().err
     assert not (tmp_path / "x").exists()
 
 
@@ -147,7 +148,8 @@ def _changed(real: dict, *, model=None, **config) -> dict:
 
 
 @pytest.mark.parametrize("what", ["config says LoRA", "a parameter missing",
-                                  "a parameter of another shape", "LoRA weights, no LoRA"])
+                                  "a parameter of another shape", "LoRA weights, no LoRA",
+                                  "a parameter that is no tensor"])
 def test_export_refuses_a_checkpoint_whose_weights_do_not_fit_its_model(
         tmp_path, capsys, real_checkpoint, what):
     """The weights must load into the model the checkpoint's settings build: every trained
@@ -162,6 +164,8 @@ def test_export_refuses_a_checkpoint_whose_weights_do_not_fit_its_model(
                                                    if k != name})
     elif what == "a parameter of another shape":
         payload = _changed(real_checkpoint, model={**weights, name: weights[name][:-1]})
+    elif what == "a parameter that is no tensor":
+        payload = _changed(real_checkpoint, model={**weights, name: weights[name].tolist()})
     else:
         payload = _changed(real_checkpoint, model={
             k.replace(".weight", ".lora_A.default.weight"): v[:4] for k, v in weights.items()
@@ -171,3 +175,35 @@ def test_export_refuses_a_checkpoint_whose_weights_do_not_fit_its_model(
     err = capsys.readouterr().err
     assert "checkpoint.pt does not fit tiny" in err, err
     assert not (tmp_path / "x").exists() or not any((tmp_path / "x").iterdir())
+    if what == "a parameter of another shape":  # both shapes named
+        shape = tuple(weights[name].shape)
+        assert (f"e.g. {name} {(shape[0] - 1, *shape[1:])} where the model has {shape}"
+                in err), err
+    if what == "a parameter that is no tensor":
+        assert f"e.g. {name} () where the model has" in err, err
+
+
+def test_the_reader_asks_for_the_model_config_and_iteration_only(tmp_path, real_checkpoint):
+    run = _run_with(tmp_path, {k: real_checkpoint[k] for k in ("model", "config", "iteration")})
+    assert load_checkpoint(run / "checkpoint.pt")["iteration"] == 1
+
+
+def test_export_writes_into_a_new_or_empty_folder_only_and_records_the_run(
+        tmp_path, capsys, real_checkpoint):
+    run = _run_with(tmp_path, real_checkpoint)
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert main(["export", str(run), "--out", str(empty)]) == 0
+    record = json.loads((empty / "exported_from.json").read_text())
+    assert record["run"] == str(run) and record["iteration"] == 1
+    a_file = tmp_path / "a_file"
+    a_file.write_text("mine")
+    capsys.readouterr()
+    assert main(["export", str(run), "--out", str(a_file)]) == 2
+    assert f"{a_file} exists and is not an empty folder" in capsys.readouterr().err
+    assert a_file.read_text() == "mine"
+    nothing = tmp_path / "nothing"
+    nothing.mkdir()
+    assert main(["export", str(nothing), "--out", str(tmp_path / "y")]) == 2
+    assert (f"{nothing} holds no checkpoint.pt (a run writes one after each --save-every "
+            "iterations)") in capsys.readouterr().err
