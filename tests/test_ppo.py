@@ -313,3 +313,22 @@ def test_the_update_clips_each_row_against_the_value_its_advantages_used(pack, a
     assert 0 < stats.clip_frac < 1
     assert stats.clip_frac == pytest.approx(np.mean(clipped > plain))
     assert stats.grad_norm == pytest.approx(want_norm, rel=1e-3 if amp is None else 5e-2)
+
+
+def test_a_minibatch_of_one_row_steps_on_that_rows_own_loss():
+    """The loss is divided by the rows of the minibatch, however few: one row, one loss."""
+    model, tok = load_model("tiny")
+    cfg = TrainConfig(model="tiny", algo="ppo", value_clip=10.0)
+    critic = Critic(model, tok, cfg, tok, world=1)
+    torch.nn.init.normal_(critic.model.head.weight, std=0.5)
+    prompts = [[], _prompts(tok)[2]]
+    old, target = np.array([0.0, 0.2]), np.array([0.0, 1.5])
+    critic.model.train()
+    v = critic.model([prompts[1]], pad_id=tok.pad_token_id, amp=None)
+    loss, _ = value_loss(v, torch.tensor([0.2]), torch.tensor([1.5]), 10.0)
+    params = [p for p in critic.model.parameters() if p.requires_grad]
+    grads = torch.autograd.grad(loss.sum(), params)
+    want = float(torch.sqrt(sum((g.double() ** 2).sum() for g in grads)))
+    stats = critic.update(prompts, old, target, epoch_seed=0, amp=None, pad_id=tok.pad_token_id)
+    assert stats.value_loss == pytest.approx(float(loss), rel=1e-5)
+    assert stats.grad_norm == pytest.approx(want, rel=1e-3)
