@@ -18,8 +18,10 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
     p.add_argument("--host", default="127.0.0.1",
                    help="address to listen on (default: this machine only)")
     p.add_argument("--port", type=int, default=3100)
-    p.add_argument("--shop", default="http://127.0.0.1:3000",
-                   help="a served shop (gagpo serve webshop) that WebShop steps' links open")
+    p.add_argument("--shop", default=None, metavar="URL",
+                   help="a live shop (gagpo serve webshop) that WebShop steps' links open. "
+                        "Default: the viewer renders those pages itself, from each run's "
+                        "catalog and goals")
     p.add_argument("--threads", type=int, default=4)
     return p
 

@@ -1,10 +1,13 @@
 """The run viewer's Flask app: the run list, a run's curves, the rollout browser of one
-iteration (or of a ``gagpo eval --out`` folder), and links to the WebShop page a step saw.
+iteration (or of a ``gagpo eval --out`` folder), and the WebShop page a step saw: rendered here
+from the run's own catalog and goals (:mod:`gagpo.viewer.shop`, the shop's pages mounted
+under ``/shop-site/<run>/``), or on a live shop given with ``shop_url``.
 
 It reads run folders through :mod:`gagpo.run_folder` and :mod:`gagpo.viewer.data`, and
 imports nothing of the trainer's loop, the policies or torch. Every page is drawn on the server
-(SVG charts, forms for the filters): the pages hold no script and load nothing but this
-server's own style sheet. A folder that is missing, empty, being written or from an older
+(SVG charts, forms for the filters): its own pages hold no script and load nothing but this
+server's style sheet (the shop's pages are the shop's: they load its style sheet and script
+from their mount here). A folder that is missing, empty, being written or from an older
 version gets a page that says so, never a server error.
 """
 
@@ -25,6 +28,15 @@ from gagpo.run_folder import UnreadableTable, step_tables
 from gagpo.viewer import data
 from gagpo.viewer.pages import CSS, TEMPLATES
 from gagpo.viewer.plots import DASHES, PALETTE, line_chart
+from gagpo.viewer.shop import (
+    Recorded,
+    ShopProblem,
+    goal_of_task,
+    render_step,
+    replay,
+    run_shop,
+    site,
+)
 
 _CSP = "default-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:"
 #: Chip colours for the states of one group, in order of first visit (then spread hues).
@@ -41,13 +53,14 @@ def chip_colour(index: int) -> str:
 class ViewerApp:
     """Routes bound to the folders to show: ``run_dirs`` (each shown even when missing) or,
     when none, every run under ``root``. ``shop_url``: a served shop (``gagpo serve
-    webshop``) that the WebShop steps' links open."""
+    webshop``) that the WebShop steps' links open; None (the default) renders those pages in
+    this process, from each run's catalog and goals."""
 
     def __init__(self, run_dirs: list[str | Path] | None = None, root: str | Path = "runs",
-                 shop_url: str = "http://127.0.0.1:3000") -> None:
+                 shop_url: str | None = None) -> None:
         self.explicit = bool(run_dirs)
         self.roots = [Path(p) for p in run_dirs] if run_dirs else [Path(root)]
-        self.shop_url = shop_url.rstrip("/")
+        self.shop_url = shop_url.rstrip("/") if shop_url else None
         self.env = jinja2.Environment(loader=jinja2.DictLoader(TEMPLATES), autoescape=True)
 
     # -- helpers ------------------------------------------------------------------------------
@@ -152,8 +165,8 @@ class ViewerApp:
             if group is not None:
                 webshop = group.task_id.startswith("webshop:")
                 columns = self._columns(
-                    group.rollouts, f, shop=(lambda s: url_for(
-                        "shop_page", name=name, it=it, traj=s.trajectory, t=s.t))
+                    group.rollouts, f, shop=(lambda traj, t: url_for(
+                        "shop_page", name=name, it=it, traj=traj, t=t))
                     if webshop else None)
                 group_title = (f"Group {group.group}: task {group.task_id}"
                                + (f" ({group.task_type})" if group.task_type else "")
@@ -185,8 +198,8 @@ class ViewerApp:
             wanted = 0 if pages else None
         webshop = bool(episodes) and episodes[0].task_id.startswith("webshop:")
         columns = [] if wanted is None else self._columns(
-            pages[wanted], f, shop=(lambda s: url_for(
-                "shop_eval", name=name, index=s.trajectory, t=s.t)) if webshop else None)
+            pages[wanted], f, shop=(lambda traj, t: url_for(
+                "shop_eval", name=name, index=traj, t=t)) if webshop else None)
         notes = ["An evaluation: one episode per task, no advantages (rollouts of one page "
                  "are different tasks)."]
         return self.render("rollouts", title=f"{name} (evaluation)", run=run, it=None,
@@ -197,7 +210,9 @@ class ViewerApp:
     def _columns(self, rollouts: list[data.Rollout], f: dict[str, Any], shop: Any
                  ) -> list[dict[str, Any]]:
         """The rollouts as columns of display-ready steps (filters applied, chips coloured by
-        first visit, bars scaled to the largest magnitude shown)."""
+        first visit, bars scaled to the largest magnitude shown). ``shop(trajectory, t)``: the
+        link to the shop page of step t (None: no links); the last step also links to the
+        page its action led to (t + 1: the done page after a purchase)."""
         rollouts = [r for r in rollouts if not f["outcome"] or r.won == (f["outcome"] == "won")]
         counts: dict[str, int] = {}
         order: dict[str, int] = {}
@@ -227,7 +242,9 @@ class ViewerApp:
                               "width": min(50.0, 50.0 * abs(getattr(s, a)) / scales[a])}
                              for a in ("advantage", "value", "critic_value", "td_error")
                              if getattr(s, a) is not None and math.isfinite(getattr(s, a))]
-                d["shop"] = shop(s) if shop is not None else None
+                d["shop"] = shop(s.trajectory, s.t) if shop is not None else None
+                d["shop_after"] = (shop(s.trajectory, s.t + 1)
+                                   if shop is not None and s is r.steps[-1] else None)
                 steps.append(d)
             columns.append({"trajectory": r.trajectory, "won": r.won, "score": r.score,
                             "task_type": r.task_type, "steps": steps})
@@ -241,45 +258,75 @@ class ViewerApp:
         if not paths:
             raise _Problem(404, "No such step", f"{run.path} holds no iteration {it}.")
         try:
-            table = data.read_step_table(paths, ["trajectory", "t", "task_id", "action"])
+            table = data.read_step_table(paths, ["trajectory", "t", "task_id", "action",
+                                                 "state_key", "observation"])
         except UnreadableTable as e:
             raise _Problem(503, "Step table unreadable", f"{e}: reload in a moment.") from None
         rows = [i for i in range(len(table["trajectory"])) if table["trajectory"][i] == traj]
-        rows.sort(key=lambda i: int(table["t"][i]))
-        if not any(int(table["t"][i]) == t for i in rows):
-            raise _Problem(404, "No such step", f"Iteration {it} has no step {t} of rollout "
-                                                f"{traj}.")
-        actions = [str(table["action"][i]) for i in rows if int(table["t"][i]) < t]
-        return self._replay(str(table["task_id"][rows[0]]), actions)
+        if not rows:
+            raise _Problem(404, "No such step", f"Iteration {it} has no rollout {traj}.")
+        col = table.get
+        steps = [Recorded(int(table["t"][i]), str(table["action"][i]),
+                          str(col("state_key")[i]) if col("state_key") is not None else "",
+                          str(col("observation")[i]) if col("observation") is not None
+                          else None) for i in rows]
+        return self._shop_step(run, str(table["task_id"][rows[0]]), steps, t)
 
     def shop_eval(self, name: str, index: int, t: int) -> Response:
         run = self.run(name)
         episode = next((e for e in data.eval_episodes(run) if e.trajectory == index), None)
-        if episode is None or not any(s.t == t for s in episode.steps):
-            raise _Problem(404, "No such step", f"{name} has no step {t} of episode {index}.")
-        return self._replay(episode.task_id, [s.action for s in episode.steps if s.t < t])
+        if episode is None:
+            raise _Problem(404, "No such step", f"{name} has no episode {index}.")
+        steps = [Recorded(s.t, s.action, s.state_key,
+                          s.observation if isinstance(s.observation, str) else None)
+                 for s in episode.steps]
+        return self._shop_step(run, episode.task_id, steps, t)
 
-    def _replay(self, task_id: str, actions: list[str]) -> Response:
+    def _shop_step(self, run: data.Run, task_id: str, steps: list[Recorded], t: int
+                   ) -> Response:
+        """The shop page of step ``t`` (``t`` = the number of steps: the page the last action
+        led to): rendered here from the run's shop, or on the live shop at ``shop_url``."""
+        goal_of_task(task_id)
+        if not any(s.t == t for s in steps) and t != max((s.t for s in steps), default=-1) + 1:
+            raise _Problem(404, "No such step", f"{run.name} has no step {t} of this rollout.")
+        if self.shop_url is not None:
+            ordered = sorted(steps, key=lambda s: s.t)
+            return self._replay_live(task_id, [s.action for s in ordered if s.t < t])
+        shop, source = run_shop(run)
+        state = replay(shop, source, task_id, steps, t)
+        root = url_for("shop_site", name=run.name).rstrip("/")
+        return Response(render_step(shop, state, root), mimetype="text/html")
+
+    def shop_site(self, name: str, rest: str = "") -> Response:
+        """The run's shop, every page of it, as the shop serves them (its own app, mounted
+        here), so that every link of a step's page works."""
+        run = self.run(name)
+        shop, source = run_shop(run)
+        environ = dict(request.environ)
+        # The URL form of the mount: the shop writes its script root verbatim into its links.
+        environ["SCRIPT_NAME"] = url_for("shop_site", name=name).rstrip("/")
+        environ["PATH_INFO"] = ("/" + rest).encode("utf-8").decode("latin-1")  # WSGI's form
+        return Response.from_app(site(source, shop), environ, buffered=True)
+
+    def _replay_live(self, task_id: str, actions: list[str]) -> Response:
         """Replay ``actions`` on the served shop's API from the task's first page, and send
         the browser to that shop's page of the state reached (rebuilt from the session
         token, which holds the whole state)."""
-        if not task_id.startswith("webshop:") or not task_id[8:].isdigit():
-            raise _Problem(404, "Not a WebShop step", f"Task {task_id!r} is not a WebShop goal.")
         try:
             # A session long enough for the whole replay (a run may have had a longer step
             # limit than the shop's default).
             reply = _post(f"{self.shop_url}/api/v1/sessions",
-                          {"goal": int(task_id[8:]), "max_steps": max(1, len(actions))})
+                          {"goal": goal_of_task(task_id), "max_steps": max(1, len(actions))})
             for a in actions:
                 reply = _post(f"{self.shop_url}/api/v1/sessions/step",
                               {"session": reply["session"], "action": a})
-            url = shop_url_of(self.shop_url, reply["session"])  # BadToken is a ValueError
+            url = shop_url_of(self.shop_url or "", reply["session"])  # BadToken: a ValueError
         except (OSError, ValueError, KeyError) as e:
             raise _Problem(
                 502, "No shop to show the page",
                 f"The shop at {self.shop_url} did not answer ({e}). Start one with the run's "
-                "catalog and goals (gagpo serve webshop), or give the viewer its address "
-                "(gagpo view --shop URL).") from None
+                "catalog and goals (gagpo serve webshop), or leave out --shop to render the "
+                "page in the viewer from the run's own catalog.") from None
         return redirect(url)
 
     # -- registration -------------------------------------------------------------------------
@@ -292,13 +339,14 @@ class ViewerApp:
         add("/eval/<name>", "eval_page", self.eval_page)
         add("/shop/<name>/<int:it>/<int:traj>/<int:t>", "shop_page", self.shop_page)
         add("/shop-eval/<name>/<int:index>/<int:t>", "shop_eval", self.shop_eval)
+        both = ["GET", "POST"]  # the shop's search box posts its query
+        add("/shop-site/<name>/", "shop_site", self.shop_site, methods=both)
+        add("/shop-site/<name>/<path:rest>", "shop_site", self.shop_site, methods=both)
         add("/view.css", "css", lambda: Response(CSS, mimetype="text/css"))
 
 
-class _Problem(Exception):
-    def __init__(self, status: int, title: str, message: str) -> None:
-        super().__init__(message)
-        self.status, self.title, self.message = status, title, message
+class _Problem(ShopProblem):
+    """A page that says what is missing or wrong, with its HTTP status."""
 
 
 def _filters() -> dict[str, Any]:
@@ -341,14 +389,14 @@ def shop_url_of(base: str, token: str) -> str:
 
 
 def create_app(run_dirs: list[str | Path] | None = None, root: str | Path = "runs",
-               shop_url: str = "http://127.0.0.1:3000") -> Flask:
+               shop_url: str | None = None) -> Flask:
     """The viewer's app (see :class:`ViewerApp`)."""
     app = Flask(__name__, static_folder=None, template_folder=None)
     views = ViewerApp(run_dirs, root, shop_url)
     views.register(app)
 
-    @app.errorhandler(_Problem)
-    def problem(e: _Problem) -> Response:
+    @app.errorhandler(ShopProblem)
+    def problem(e: ShopProblem) -> Response:
         return views.render("error", e.status, title=e.title, message=e.message)
 
     @app.errorhandler(HTTPException)

@@ -142,7 +142,8 @@ grid-column:{{ col }}" data-traj="{{ c.trajectory }}" data-t="{{ s.t }}"
 </div>{% endfor %}
 <div class="kv">action <code class="action">{{ s.action }}</code>
 {% if s.shop %} &middot; <a class="shoplink" href="{{ s.shop }}" target="_blank">shop page
-</a>{% endif %}</div>
+</a>{% endif %}{% if s.shop_after %} &middot; <a class="shoplink after" href="{{ s.shop_after }}"
+ target="_blank" title="the page this last action led to">page after</a>{% endif %}</div>
 {% if s.reply is not none %}<details class="reply" open><summary>reply</summary><pre>{{ s.reply }}
 </pre></details>{% endif %}
 {% if s.observation is not none %}<details class="obs"><summary>observation</summary><pre>

@@ -44,6 +44,7 @@ def create_app(
     *,
     secret: str | None = None,
     expert_infos: bool = True,
+    api: bool = True,
     **open_shop_kwargs: Any,
 ) -> Flask:
     """The shop's Flask app.
@@ -53,6 +54,9 @@ def create_app(
         secret: signs API session tokens; see the module docstring for the default.
         expert_infos: whether clients may ask for ``expert_action`` (the goal-aware expert's
             next move, which plays the episode for them); False answers such requests 403.
+        api: False serves the HTML pages (and their static files) only: no JSON API, so no
+            token secret is read or made (the run viewer mounts such an app to show a run's
+            shop in its own process).
     """
     if shop is None:
         from gagpo.servers.webshop import open_shop
@@ -60,14 +64,13 @@ def create_app(
         shop = open_shop(**open_shop_kwargs)
     elif open_shop_kwargs:
         raise TypeError("pass either a shop or open_shop arguments, not both")
-    secret = resolve_secret(secret)
-
     app = Flask(__name__, static_folder="static", template_folder=None)
     app.json = _StrictJSON(app)
     app.config["MAX_CONTENT_LENGTH"] = MAX_CONTENT_LENGTH
     app.extensions["gagpo_webshop"] = shop
     PageViews(shop).register(app)
-    ApiViews(shop, secret, expert_infos).register(app)
+    if api:
+        ApiViews(shop, resolve_secret(secret), expert_infos).register(app)
     _register_error_handlers(app)
     return app
 
