@@ -152,8 +152,9 @@ def test_wheel_installs_beside_openai_agents_and_envs(tmp_path):
     dist_info = "-".join(wheel.name.split("-")[:2]) + ".dist-info"
     assert {n.split("/")[0] for n in names} == {"gagpo", dist_info}  # one top-level name
     for needed in ("gagpo/envs/alfworld/native/play.py", "gagpo/agents/policies/base.py",
-                   "gagpo/servers/webshop/web/templates/base.html",
-                   "gagpo/servers/webshop/web/static/shop.js"):
+                   "gagpo/servers/webshop/templates/base.html",
+                   "gagpo/servers/webshop/web/static/shop.js",
+                   "gagpo/envs/alfworld/data/default_set.json.gz"):
         assert needed in names
 
     fresh = tmp_path / "venv"
