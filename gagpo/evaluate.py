@@ -39,6 +39,14 @@ EPISODES_FILE = "episodes.jsonl"
 behind a table, and what ``gagpo compare`` pairs."""
 
 
+def _json_value(v: Any) -> bool:
+    try:
+        json.dumps(v)
+    except (TypeError, ValueError):
+        return False
+    return True
+
+
 def wilson(successes: int, n: int) -> tuple[float, float]:
     """95% Wilson score interval of a success rate (well-behaved at 0 and 1)."""
     if n == 0:
@@ -283,6 +291,8 @@ def evaluate(
     rows = summarise(all_episodes)
     summary = {
         "env": env_id, "label": label, "policy": policy_spec.__dict__, "split": split,
+        # What the env was made with (catalog, goals...): the viewer rebuilds its shop from it.
+        "env_kwargs": {k: v for k, v in env_kwargs.items() if _json_value(v)},
         "episodes": len(all_episodes), "seconds": time.perf_counter() - started, "by_type": rows,
     }
     print(format_table(f"{label}: {policy_spec.name} on {split or 'default split'}", rows,

@@ -224,7 +224,9 @@ def test_cli_prints_the_table_with_gagpo_evals_own_numbers(evals, tmp_path, caps
     assert result["labels"] == ["random", "rule"] and result["seed"] == 3
     # Each side's success, score and step rates are those gagpo eval reported for it.
     for i, name in enumerate(("random", "rule")):
-        summary = json.loads((evals[name] / "summary.json").read_text())["by_type"]["all"]
+        written = json.loads((evals[name] / "summary.json").read_text())
+        assert written["env_kwargs"]["split"] == "test"  # what the viewer rebuilds it from
+        summary = written["by_type"]["all"]
         key = "ab"[i]
         assert result["success"][key] == pytest.approx(summary["success"])
         assert result["score"][key] == pytest.approx(summary["score"])
