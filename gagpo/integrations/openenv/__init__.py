@@ -9,15 +9,7 @@ pydantic actions and observations, a task API (``/{env}/splits``, ``/tasks``, ``
 env contract only (:mod:`gagpo.envs.base`): any id ``gymnasium.make`` knows, made with the given
 keyword arguments, one instance per session.
 
-- Actions are the env's text commands: ``{"command": "search[red shoes]"}``.
-- Observations carry the text and the contract's infos: ``admissible_actions``, ``won``,
-  ``score``, ``state_key``, ``action_valid``, ``task_id``, ``task_type``, ``instruction``; the
-  env's own info keys (``page``, ``feedback``, ``expert_action``...) travel in ``info``, and
-  ``terminated``/``truncated`` beside OpenEnv's ``done``; paths of the server's file system
-  (ALFWorld's ``gamefile``) do not leave it.
-- ``reset`` takes ``task`` (the env's index or id), ``split``, ``seed`` and, as OpenEnv's task
-  API has it, ``index`` (the position in ``split``): G sessions reset with one task and one
-  seed start identical.
+Actions, observations and ``reset``'s arguments: :mod:`.environment` (the adapter).
 
 Sessions are bounded (``max_sessions``; one more gets a ``CAPACITY_REACHED`` error and is
 closed), end on the client's ``close`` or disconnect, and expire after ``idle_timeout``
