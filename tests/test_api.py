@@ -18,11 +18,6 @@ from gagpo.servers.webshop.observe import describe
 from gagpo.servers.webshop.web.app import MAX_CONTENT_LENGTH, create_app
 from gagpo.servers.webshop.web.tokens import BadToken, decode_state, encode_state
 
-try:
-    from conftest_shop import serve_in_thread
-except ImportError:  # tests/ imported as a package
-    from tests.conftest_shop import serve_in_thread
-
 SECRET = "test-secret"
 
 
@@ -552,7 +547,7 @@ def test_unexpected_errors_are_logged_500s_without_tracebacks(shop, caplog):
 # ---------------------------------------------------------------------------- concurrency
 
 
-def test_concurrent_sessions_on_a_real_server(app, shop):
+def test_concurrent_sessions_on_a_real_server(app, shop, serve):
     """Threads hammer one waitress server; every session sees only its own state."""
     n_threads, rounds = 8, 3
     errors: list[str] = []
@@ -587,7 +582,7 @@ def test_concurrent_sessions_on_a_real_server(app, shop):
         except Exception as e:  # collected: a failing thread must fail the test
             errors.append(f"thread {k}: {e!r}")
 
-    with serve_in_thread(app) as base:
+    with serve(app) as base:
         threads = [threading.Thread(target=worker, args=(k, base)) for k in range(n_threads)]
         for t in threads:
             t.start()
@@ -597,11 +592,11 @@ def test_concurrent_sessions_on_a_real_server(app, shop):
         assert requests.get(f"{base}/api/v1/info", timeout=10).status_code == 200
 
 
-def test_traversal_on_a_real_server(app):
+def test_traversal_on_a_real_server(app, serve):
     """Raw request lines, as an attacker sends them (no client-side path normalising)."""
     import http.client
 
-    with serve_in_thread(app, threads=2) as base:
+    with serve(app, threads=2) as base:
         port = int(base.rsplit(":", 1)[1])
         for path in ("/static/../app.py", "/static/..%2Fapp.py", "/static/../../tokens.py",
                      "/static/%2e%2e/%2e%2e/shop.py", "/../../../etc/passwd",

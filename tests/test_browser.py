@@ -15,37 +15,19 @@ import pytest
 from gagpo.servers.webshop import open_shop
 from gagpo.servers.webshop.web.app import create_app
 
-try:
-    from conftest_shop import HAVE_CHROMIUM, NO_CHROMIUM, headless_chromium, serve_in_thread
-except ImportError:  # tests/ imported as a package
-    from tests.conftest_shop import (
-        HAVE_CHROMIUM,
-        NO_CHROMIUM,
-        headless_chromium,
-        serve_in_thread,
-    )
-
-pytestmark = [
-    pytest.mark.browser,
-    pytest.mark.skipif(not HAVE_CHROMIUM, reason=NO_CHROMIUM),
-]
+# headless Chromium (conftest.py's chromium fixture); skipped where it is not installed
+pytestmark = pytest.mark.browser(window="1280,900", eager=True)
 
 
 @pytest.fixture(scope="module")
-def base_url():
+def base_url(serve):
     app = create_app(open_shop(num_products=200))
-    with serve_in_thread(app, threads=4) as url:
+    with serve(app, threads=4) as url:
         yield url
 
 
-@pytest.fixture(scope="module")
-def driver(tmp_path_factory):
-    with headless_chromium(tmp_path_factory.mktemp("chromium-profile"), window="1280,900",
-                           eager=True) as browser:
-        yield browser
 
-
-def test_search_open_product_and_choose_option(driver, base_url, tmp_path):
+def test_search_open_product_and_choose_option(chromium, base_url, tmp_path):
     from selenium.webdriver.common.by import By
     from selenium.webdriver.common.keys import Keys
     from selenium.webdriver.support import expected_conditions as ec
@@ -53,44 +35,44 @@ def test_search_open_product_and_choose_option(driver, base_url, tmp_path):
 
     shop = open_shop(num_products=200)
     goal = shop.goals[0]
-    wait = WebDriverWait(driver, 20)
+    wait = WebDriverWait(chromium, 20)
 
-    driver.get(f"{base_url}/fixed_0")
-    instruction = driver.find_element(By.CSS_SELECTOR, "#instruction-text h4")
+    chromium.get(f"{base_url}/fixed_0")
+    instruction = chromium.find_element(By.CSS_SELECTOR, "#instruction-text h4")
     assert goal.instruction_text in instruction.text
     assert instruction.is_displayed()
 
-    box = driver.find_element(By.ID, "search_input")
+    box = chromium.find_element(By.ID, "search_input")
     box.send_keys(shop.catalog.get(goal.asin).title, Keys.ENTER)
     wait.until(ec.url_contains("/search_results/fixed_0/"))
-    assert "Total results:" in driver.find_element(By.TAG_NAME, "h3").text
-    links = driver.find_elements(By.CSS_SELECTOR, "a.product-link")
+    assert "Total results:" in chromium.find_element(By.TAG_NAME, "h3").text
+    links = chromium.find_elements(By.CSS_SELECTOR, "a.product-link")
     assert links, "the title search found nothing"
     asins = [a.text for a in links]
     asin = goal.asin if goal.asin in asins else asins[0]
-    driver.find_element(By.LINK_TEXT, asin).click()
+    chromium.find_element(By.LINK_TEXT, asin).click()
 
     wait.until(ec.url_contains(f"/item_page/fixed_0/{asin}/"))
     product = shop.catalog.get(asin)
-    assert driver.find_element(By.CSS_SELECTOR, "h2.item-title").text == product.title.strip()
-    buy = driver.find_element(By.XPATH, "//button[normalize-space()='Buy Now']")
+    assert chromium.find_element(By.CSS_SELECTOR, "h2.item-title").text == product.title.strip()
+    buy = chromium.find_element(By.XPATH, "//button[normalize-space()='Buy Now']")
     assert buy.is_displayed()
-    assert driver.find_element(By.ID, "product-image").is_displayed()
+    assert chromium.find_element(By.ID, "product-image").is_displayed()
 
     if product.options:  # clicking an option's label reloads the page with it chosen
         group, values = next(iter(product.options.items()))
         value = values[-1]
-        label = driver.find_element(
+        label = chromium.find_element(
             By.XPATH, f"//label[normalize-space()={_xpath_literal(value)}]")
         label.click()
         wait.until(ec.staleness_of(label))
         wait.until(ec.presence_of_element_located((By.ID, "product-image")))
-        checked = driver.find_elements(By.CSS_SELECTOR, 'input[type="radio"]:checked')
+        checked = chromium.find_elements(By.CSS_SELECTOR, 'input[type="radio"]:checked')
         assert [(r.get_attribute("name"), r.get_attribute("value")) for r in checked] == [
             (group, value)]
 
     shot = Path(tmp_path) / "item_page.png"
-    assert driver.save_screenshot(str(shot))
+    assert chromium.save_screenshot(str(shot))
     data = shot.read_bytes()
     assert data.startswith(b"\x89PNG\r\n\x1a\n") and len(data) > 1000
 
@@ -104,7 +86,7 @@ def _xpath_literal(s: str) -> str:
     return "concat(" + ", \"'\", ".join(f"'{part}'" for part in s.split("'")) + ")"
 
 
-def test_original_browser_env_flow(driver, base_url):
+def test_original_browser_env_flow(chromium, base_url):
     """What WebShop's own Selenium env does, on our pages: open a session, read the
     instruction from ``#instruction-text h4``, type into ``#search_input`` and submit, collect
     clickables (``.btn`` and ``.product-link`` elements by their text, radio inputs by their
@@ -121,13 +103,13 @@ def test_original_browser_env_flow(driver, base_url):
     g = next(i for i, goal in enumerate(shop.goals) if shop.catalog.get(goal.asin).options)
     goal = shop.goals[g]
     product = shop.catalog.get(goal.asin)
-    wait = WebDriverWait(driver, 20)
+    wait = WebDriverWait(chromium, 20)
 
     def clickables() -> dict:
-        found = driver.find_elements(By.CLASS_NAME, "btn")
-        found += driver.find_elements(By.CLASS_NAME, "product-link")
+        found = chromium.find_elements(By.CLASS_NAME, "btn")
+        found += chromium.find_elements(By.CLASS_NAME, "product-link")
         out = {b.text: b for b in found}
-        for radio in driver.find_elements(By.CSS_SELECTOR, "input[type='radio']"):
+        for radio in chromium.find_elements(By.CSS_SELECTOR, "input[type='radio']"):
             out[radio.get_attribute("value")] = radio
         return out
 
@@ -136,20 +118,20 @@ def test_original_browser_env_flow(driver, base_url):
         try:
             element.click()
         except ElementNotInteractableException:
-            driver.execute_script("arguments[0].click();", element)
+            chromium.execute_script("arguments[0].click();", element)
         wait.until(ec.staleness_of(element))
 
-    driver.get(f"{base_url}/fixed_{g}")
-    soup = BeautifulSoup(driver.page_source, "html.parser")
+    chromium.get(f"{base_url}/fixed_{g}")
+    soup = BeautifulSoup(chromium.page_source, "html.parser")
     assert soup.find(id="instruction-text").h4.text == f"Instruction: {goal.instruction_text}"
 
-    bar = driver.find_element(By.ID, "search_input")
+    bar = chromium.find_element(By.ID, "search_input")
     bar.send_keys(product.title)
     bar.submit()
     wait.until(ec.url_contains(f"/search_results/fixed_{g}/"))
     assert goal.asin in clickables(), "the title search did not find the goal product"
     click(goal.asin)
-    assert f"/item_page/fixed_{g}/{goal.asin}/" in driver.current_url
+    assert f"/item_page/fixed_{g}/{goal.asin}/" in chromium.current_url
     assert {"Back to Search", "< Prev", "Description", "Features", "Reviews",
             "Buy Now"} <= set(clickables())
 
@@ -157,15 +139,15 @@ def test_original_browser_env_flow(driver, base_url):
     for group, values in product.options.items():
         click(values[-1])
         chosen[group] = values[-1]
-    checked = driver.find_elements(By.CSS_SELECTOR, "input[type='radio']:checked")
+    checked = chromium.find_elements(By.CSS_SELECTOR, "input[type='radio']:checked")
     assert {r.get_attribute("name"): r.get_attribute("value") for r in checked} == chosen
 
     click("Buy Now")
-    assert f"/done/fixed_{g}/{goal.asin}/" in driver.current_url
-    html_obj = BeautifulSoup(driver.page_source, "html.parser")
+    assert f"/done/fixed_{g}/{goal.asin}/" in chromium.current_url
+    html_obj = BeautifulSoup(chromium.page_source, "html.parser")
     r = html_obj.find(id="reward")
     reward = float(r.find_all("pre")[0].string) if r is not None else 0.0
     from gagpo.servers.webshop.reward import compute_reward
 
     assert reward == compute_reward(product, goal, chosen).reward
-    assert driver.find_element(By.CSS_SELECTOR, "#reward pre").text == f"{reward}"
+    assert chromium.find_element(By.CSS_SELECTOR, "#reward pre").text == f"{reward}"

@@ -14,23 +14,17 @@ import gagpo.envs  # noqa: F401  (registers the environments)
 from gagpo.envs.base import INFO_KEYS, TextEnv, TextInfo, make_state_key, task_index
 from gagpo.envs.checker import ContractError, check_env
 
-try:
-    from conftest_shop import serve_in_thread
-except ImportError:  # tests/ imported as a package
-    from tests.conftest_shop import serve_in_thread
-
-
 # ------------------------------------------------------------------------ the real envs
 
 
-def test_webshop_passes_in_process_and_over_the_api():
+def test_webshop_passes_in_process_and_over_the_api(serve):
     env = gym.make("WebShop-v0")
     try:
         check_env(env)
         from gagpo.servers.webshop.web.app import create_app
 
         app = create_app(env.unwrapped._backend.shop, secret="test-secret")
-        with serve_in_thread(app) as url:
+        with serve(app) as url:
             remote = gym.make("WebShop-v0", server_url=url)
             try:
                 check_env(remote)

@@ -9,12 +9,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from gagpo.servers.webshop.goals import PRICE_STEPS
+from shop_pages import write_tricky_catalog
 
-try:
-    from conftest_shop import write_tricky_catalog
-except ImportError:  # run from the repository root as a package
-    from tests.conftest_shop import write_tricky_catalog
+from gagpo.servers.webshop.goals import PRICE_STEPS
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -14,44 +14,17 @@ from urllib.parse import unquote
 
 import pytest
 from bs4 import BeautifulSoup
+from shop_pages import (
+    html_clickables,
+    html_clickables_original_order,
+    html_has_search_bar,
+    html_to_text,
+    html_to_text_rich,
+)
 
-from gagpo.servers.webshop import open_shop
 from gagpo.servers.webshop.html import render_html
 from gagpo.servers.webshop.pages import render_text, render_text_rich
 from gagpo.servers.webshop.shop import Shop, State
-from gagpo.servers.webshop.web.app import create_app
-
-try:
-    from conftest_shop import (
-        html_clickables,
-        html_clickables_original_order,
-        html_has_search_bar,
-        html_to_text,
-        html_to_text_rich,
-        write_tricky_catalog,
-    )
-except ImportError:  # tests/ imported as a package
-    from tests.conftest_shop import (
-        html_clickables,
-        html_clickables_original_order,
-        html_has_search_bar,
-        html_to_text,
-        html_to_text_rich,
-        write_tricky_catalog,
-    )
-
-
-@pytest.fixture(scope="module", params=["generated", "tricky"])
-def shop(request, tmp_path_factory) -> Shop:
-    """The embedded generated catalog, and a small one full of markup, quotes and slashes."""
-    if request.param == "generated":
-        return open_shop(num_products=200)
-    return open_shop(write_tricky_catalog(tmp_path_factory.mktemp("tricky")))
-
-
-@pytest.fixture(scope="module")
-def client(shop):
-    return create_app(shop).test_client()
 
 
 class HtmlBrowser:
@@ -171,12 +144,12 @@ def _goal_with_options(shop: Shop) -> int:
     pytest.skip("no goal product with options")
 
 
-def test_every_page_type(shop, client):
+def test_every_page_type(catalog_shop, catalog_client):
     """search, results p1/p2/p1, item without and with options, all sub-pages, done."""
-    g = _goal_with_options(shop)
-    goal = shop.goals[g]
-    product = shop.catalog.get(goal.asin)
-    s = Session(shop, client, g)
+    g = _goal_with_options(catalog_shop)
+    goal = catalog_shop.goals[g]
+    product = catalog_shop.catalog.get(goal.asin)
+    s = Session(catalog_shop, catalog_client, g)
     s.search(product.title)
     assert s.state.page == "results"
     s.click("next >")
@@ -185,10 +158,10 @@ def test_every_page_type(shop, client):
     assert s.state.page_num == 1
     target = goal.asin.lower()
     if target not in s.page().clickables:  # title search normally finds it on page 1
-        target = next(c for c in s.page().clickables if shop.catalog.get(c) is not None)
+        target = next(c for c in s.page().clickables if catalog_shop.catalog.get(c) is not None)
     s.click(target)
     assert s.state.page == "item"
-    item = shop.catalog.get(s.state.asin)
+    item = catalog_shop.catalog.get(s.state.asin)
     for group, values in item.options.items():
         value = next((v for v in values if v.strip()), None)
         if value is not None:
@@ -203,10 +176,10 @@ def test_every_page_type(shop, client):
     assert s.state.page == "done"
 
 
-def test_back_to_search_and_prev_to_results(shop, client):
-    s = Session(shop, client, 0)
-    s.search(shop.goals[0].instruction_text)
-    first = next((c for c in s.page().clickables if shop.catalog.get(c)), None)
+def test_back_to_search_and_prev_to_results(catalog_shop, catalog_client):
+    s = Session(catalog_shop, catalog_client, 0)
+    s.search(catalog_shop.goals[0].instruction_text)
+    first = next((c for c in s.page().clickables if catalog_shop.catalog.get(c)), None)
     if first is None:
         pytest.skip("the instruction finds nothing")
     s.click(first)
@@ -216,33 +189,34 @@ def test_back_to_search_and_prev_to_results(shop, client):
     assert s.state.page == "search"
 
 
-def test_rule_baseline_pages_for_many_goals(shop, client):
+def test_rule_baseline_pages_for_many_goals(catalog_shop, catalog_client):
     """Search the instruction, open the first hit, buy: every page agrees, for many goals."""
-    for g in range(min(25, len(shop.goals))):
-        s = Session(shop, client, g)
-        s.search(shop.goals[g].instruction_text)
-        hits = [c for c in s.page().clickables if shop.catalog.get(c)]
+    for g in range(min(25, len(catalog_shop.goals))):
+        s = Session(catalog_shop, catalog_client, g)
+        s.search(catalog_shop.goals[g].instruction_text)
+        hits = [c for c in s.page().clickables if catalog_shop.catalog.get(c)]
         if not hits:
             continue
         s.click(hits[0])
         s.click("buy now")
 
 
-def test_visited_products_show_in_render_html_text_rich(shop):
+def test_visited_products_show_in_render_html_text_rich(catalog_shop):
     """render_html marks visited products, so text_rich from it equals the model's."""
     g = 0
-    state = shop.initial_state(g)
-    state = shop.step(state, f"search[{shop.catalog.get(shop.goals[g].asin).title}]").state
-    hit = next(c for c in shop.page(state).clickables if shop.catalog.get(c))
-    state = shop.step(state, f"click[{hit}]").state
-    state = shop.step(state, "click[< prev]").state
-    rich = render_text_rich(shop.page(state))
+    state = catalog_shop.initial_state(g)
+    title = catalog_shop.catalog.get(catalog_shop.goals[g].asin).title
+    state = catalog_shop.step(state, f"search[{title}]").state
+    hit = next(c for c in catalog_shop.page(state).clickables if catalog_shop.catalog.get(c))
+    state = catalog_shop.step(state, f"click[{hit}]").state
+    state = catalog_shop.step(state, "click[< prev]").state
+    rich = render_text_rich(catalog_shop.page(state))
     assert f"[clicked button] {hit.upper()} [clicked button_]" in rich
-    assert html_to_text_rich(render_html(shop, state)) == rich
+    assert html_to_text_rich(render_html(catalog_shop, state)) == rich
 
 
-def test_links_use_the_original_url_shapes(shop, client):
-    s = Session(shop, client, 0)
+def test_links_use_the_original_url_shapes(catalog_shop, catalog_client):
+    s = Session(catalog_shop, catalog_client, 0)
     s.search("red dress")
     soup = BeautifulSoup(s.browser.html, "html.parser")
     links = [unquote(a["href"]) for a in soup.find_all("a", class_="product-link")]

@@ -23,16 +23,10 @@ from urllib.parse import quote
 
 import pytest
 from bs4 import BeautifulSoup
+from shop_pages import visible_nodes
 
-from gagpo.servers.webshop import open_shop
 from gagpo.servers.webshop.reward import compute_reward
 from gagpo.servers.webshop.shop import Shop
-from gagpo.servers.webshop.web.app import create_app
-
-try:
-    from conftest_shop import visible_nodes, write_tricky_catalog
-except ImportError:  # tests/ imported as a package
-    from tests.conftest_shop import visible_nodes, write_tricky_catalog
 
 SCORE_LABEL = "Your score (min 0.0, max 1.0)"
 
@@ -154,19 +148,7 @@ def expected_done(shop: Shop, g: int, asin: str, options: dict[str, str]) -> lis
     return [t for t in out if t.strip()]
 
 
-# ------------------------------------------------------------------------------- fixtures
-
-
-@pytest.fixture(scope="module", params=["generated", "tricky"])
-def shop(request, tmp_path_factory) -> Shop:
-    if request.param == "generated":
-        return open_shop(num_products=200)
-    return open_shop(write_tricky_catalog(tmp_path_factory.mktemp("tricky")))
-
-
-@pytest.fixture(scope="module")
-def client(shop):
-    return create_app(shop).test_client()
+# -------------------------------------------------------------------------------- helpers
 
 
 def seg(x: object) -> str:
@@ -191,38 +173,38 @@ def product_without_options(shop: Shop) -> str:
 # ---------------------------------------------------------------------------------- pages
 
 
-def test_start_page(shop, client):
-    for g in (0, 1, len(shop.goals) - 1):
-        assert nodes(get(client, f"fixed_{g}")) == expected_start(shop, g)
+def test_start_page(catalog_shop, catalog_client):
+    for g in (0, 1, len(catalog_shop.goals) - 1):
+        assert nodes(get(catalog_client, f"fixed_{g}")) == expected_start(catalog_shop, g)
 
 
 @pytest.mark.parametrize("page", [0, 1, 2, 6])
-def test_results_pages(shop, client, page):
+def test_results_pages(catalog_shop, catalog_client, page):
     """Pages 1 and 2, page 0 (the original shows no products there, and Next > leads to
     page 1) and a page past the last; keywords as ReAct sends them (the raw query) and as
     the pages' own links send them (a list literal)."""
     g = 0
     # A '/' would split the URL segment (for the original as well).
-    query = shop.catalog.get(shop.goals[g].asin).title.lower().replace("/", " ")
-    expected = expected_results(shop, g, query, page)
-    assert nodes(get(client, "search_results", f"fixed_{g}", query, page)) == expected
+    query = catalog_shop.catalog.get(catalog_shop.goals[g].asin).title.lower().replace("/", " ")
+    expected = expected_results(catalog_shop, g, query, page)
+    assert nodes(get(catalog_client, "search_results", f"fixed_{g}", query, page)) == expected
     literal = str(query.split(" "))
-    assert nodes(get(client, "search_results", f"fixed_{g}", literal, page)) == expected
+    assert nodes(get(catalog_client, "search_results", f"fixed_{g}", literal, page)) == expected
 
 
-def test_page_zero_links_to_page_one(client):
-    html = get(client, "search_results", "fixed_0", "red", 0)
+def test_page_zero_links_to_page_one(catalog_client):
+    html = get(catalog_client, "search_results", "fixed_0", "red", 0)
     soup = BeautifulSoup(html, "html.parser")
     assert [b.get_text() for b in soup.find_all("button")] == ["Back to Search", "Next >"]
     action = soup.find("button", string="Next >").find_parent("form")["action"]
     assert action.endswith("/1")
 
 
-def test_item_pages(shop, client):
-    g = goal_with_options(shop)
-    asin = shop.goals[g].asin
-    group, values = next(iter(shop.catalog.get(asin).options.items()))
-    bare = product_without_options(shop)
+def test_item_pages(catalog_shop, catalog_client):
+    g = goal_with_options(catalog_shop)
+    asin = catalog_shop.goals[g].asin
+    group, values = next(iter(catalog_shop.catalog.get(asin).options.items()))
+    bare = product_without_options(catalog_shop)
     cases = [
         (asin, {}),
         (asin, {group: values[-1]}),
@@ -232,46 +214,46 @@ def test_item_pages(shop, client):
         (bare, {group: values[0]}),             # what ReAct sends after a product with options
     ]
     for a, options in cases:
-        html = get(client, "item_page", f"fixed_{g}", a, "some query", 1, options)
-        assert nodes(html) == expected_item(shop, g, a), (a, options)
+        html = get(catalog_client, "item_page", f"fixed_{g}", a, "some query", 1, options)
+        assert nodes(html) == expected_item(catalog_shop, g, a), (a, options)
 
 
 @pytest.mark.parametrize("sub", ["Description", "Features", "Reviews", "Attributes"])
-def test_sub_pages(shop, client, sub):
-    g = goal_with_options(shop)
-    asin = shop.goals[g].asin
+def test_sub_pages(catalog_shop, catalog_client, sub):
+    g = goal_with_options(catalog_shop)
+    asin = catalog_shop.goals[g].asin
     for options in ({}, {"size": "no such size"}):
-        html = get(client, "item_sub_page", f"fixed_{g}", asin, "q", 1, sub, options)
-        assert nodes(html) == expected_sub(shop, g, asin, sub)
+        html = get(catalog_client, "item_sub_page", f"fixed_{g}", asin, "q", 1, sub, options)
+        assert nodes(html) == expected_sub(catalog_shop, g, asin, sub)
 
 
-def test_done_pages(shop, client):
+def test_done_pages(catalog_shop, catalog_client):
     """The done page node for node, and the score both clients read, for the goal product
     with its goal's options, with none, and with options it does not offer (the original
     scores the chosen values whatever they are)."""
-    g = goal_with_options(shop)
-    goal = shop.goals[g]
+    g = goal_with_options(catalog_shop)
+    goal = catalog_shop.goals[g]
     asin = goal.asin
-    group, values = next(iter(shop.catalog.get(asin).options.items()))
+    group, values = next(iter(catalog_shop.catalog.get(asin).options.items()))
     wanted = (list(goal.goal_options.values()) if isinstance(goal.goal_options, dict)
               else list(goal.goal_options))
     cases = [
         (asin, {}),
         (asin, {group: values[0]}),
         (asin, {f"group{i}": v for i, v in enumerate(wanted)}),
-        (product_without_options(shop), {group: values[-1]}),
+        (product_without_options(catalog_shop), {group: values[-1]}),
     ]
     for a, options in cases:
-        html = get(client, "done", f"fixed_{g}", a, options)
-        assert nodes(html) == expected_done(shop, g, a, options), (a, options)
-        reward = compute_reward(shop.catalog.get(a), goal, options).reward
+        html = get(catalog_client, "done", f"fixed_{g}", a, options)
+        assert nodes(html) == expected_done(catalog_shop, g, a, options), (a, options)
+        reward = compute_reward(catalog_shop.catalog.get(a), goal, options).reward
         assert react_score(html) == reward
         assert browser_env_score(html) == reward
 
 
-def test_score_node_follows_its_label_directly(client, shop):
+def test_score_node_follows_its_label_directly(catalog_client, catalog_shop):
     """ReAct indexes the raw node list: not even a whitespace node may sit in between."""
-    html = get(client, "done", "fixed_0", shop.goals[0].asin, {})
+    html = get(catalog_client, "done", "fixed_0", catalog_shop.goals[0].asin, {})
     texts = [str(t) for t in visible_nodes(html)]
     after = texts[texts.index(SCORE_LABEL) + 1]
     assert after.strip() == after and float(after) >= 0.0
@@ -280,8 +262,8 @@ def test_score_node_follows_its_label_directly(client, shop):
 # ------------------------------------------------------------------------------- statuses
 
 
-def test_urls_the_original_serves_are_served(shop, client):
-    asin = shop.catalog.products[0].asin
+def test_urls_the_original_serves_are_served(catalog_shop, catalog_client):
+    asin = catalog_shop.catalog.products[0].asin
     for parts in [
         ("item_sub_page", "fixed_0", asin, "q", 1, "Attributes", {}),
         ("item_page", "fixed_0", asin, "q", 1, {"no such group": "x"}),
@@ -289,12 +271,12 @@ def test_urls_the_original_serves_are_served(shop, client):
         ("done", "fixed_0", asin, {"no such group": "x"}),
         ("search_results", "fixed_0", "q", 0),
     ]:
-        get(client, *parts)
+        get(catalog_client, *parts)
 
 
-def test_what_the_original_fails_on_is_a_clear_4xx(shop, client):
+def test_what_the_original_fails_on_is_a_clear_4xx(catalog_shop, catalog_client):
     """The original answers 500 for these; ours say what is wrong."""
-    asin = shop.catalog.products[0].asin
+    asin = catalog_shop.catalog.products[0].asin
     for parts, status in [
         (("item_page", "fixed_0", "NOSUCHASIN", "q", 1, {}), 404),
         (("done", "fixed_0", "NOSUCHASIN", {}), 404),
@@ -305,7 +287,7 @@ def test_what_the_original_fails_on_is_a_clear_4xx(shop, client):
         (("item_page", "fixed_0", asin, "q", 1, "{'size': '\\ud800'}"), 400),
         (("done", "fixed_0", asin, "['not', 'a', 'dict']"), 400),
     ]:
-        r = client.get("/" + "/".join(seg(p) for p in parts))
+        r = catalog_client.get("/" + "/".join(seg(p) for p in parts))
         assert r.status_code == status, (parts, r.status_code)
         assert r.mimetype == "text/html"
 
@@ -368,22 +350,22 @@ class ReactStyleClient:
         return self.html
 
 
-def test_react_style_episode(shop, client):
-    g = goal_with_options(shop)
-    goal = shop.goals[g]
-    product = shop.catalog.get(goal.asin)
-    bare = product_without_options(shop)
-    c = ReactStyleClient(client, f"fixed_{g}")
-    assert nodes(c.html) == expected_start(shop, g)
+def test_react_style_episode(catalog_shop, catalog_client):
+    g = goal_with_options(catalog_shop)
+    goal = catalog_shop.goals[g]
+    product = catalog_shop.catalog.get(goal.asin)
+    bare = product_without_options(catalog_shop)
+    c = ReactStyleClient(catalog_client, f"fixed_{g}")
+    assert nodes(c.html) == expected_start(catalog_shop, g)
     c.step(f"search[{product.title.lower().replace('/', ' ')}]")
     assert goal.asin in nodes(c.html)
     c.step(f"click[{goal.asin}]")
     value = next(iter(product.options.values()))[-1]
     c.step(f"click[{value}]")
-    assert nodes(c.html) == expected_item(shop, g, goal.asin)
+    assert nodes(c.html) == expected_item(catalog_shop, g, goal.asin)
     for sub in ("Description", "Features", "Reviews", "Attributes"):
         c.step(f"click[{sub}]")
-        assert nodes(c.html) == expected_sub(shop, g, goal.asin, sub)
+        assert nodes(c.html) == expected_sub(catalog_shop, g, goal.asin, sub)
         c.step("click[< Prev]")
     c.step("click[< Prev]")
     # Another product, without options; the remembered group of `value` goes into its URL.
@@ -392,8 +374,8 @@ def test_react_style_episode(shop, client):
     c.html = c.fetch()
     c.step(f"click[{value}]")
     assert c.options == {c.option_group[value]: value}
-    assert nodes(c.html) == expected_item(shop, g, bare)
+    assert nodes(c.html) == expected_item(catalog_shop, g, bare)
     c.step("click[Buy Now]")
-    reward = compute_reward(shop.catalog.get(bare), goal, c.options).reward
+    reward = compute_reward(catalog_shop.catalog.get(bare), goal, c.options).reward
     assert react_score(c.html) == reward
-    assert nodes(c.html) == expected_done(shop, g, bare, c.options)
+    assert nodes(c.html) == expected_done(catalog_shop, g, bare, c.options)

@@ -175,14 +175,9 @@ def test_eval_trajectories_open_in_the_browser(tmp_path):
     assert page.count('class="colhead') == 5
 
 
-def test_the_shop_link_opens_the_page_the_agent_saw(tmp_path):
+def test_the_shop_link_opens_the_page_the_agent_saw(tmp_path, serve):
     from gagpo.servers.webshop import open_shop
     from gagpo.servers.webshop.web.app import create_app as shop_app
-
-    try:
-        from conftest_shop import serve_in_thread
-    except ImportError:
-        from tests.conftest_shop import serve_in_thread
 
     table, cols = synthetic_table(random.Random(0), 5, group_size=1, max_t=3)
     shop = open_shop(num_products=200)
@@ -193,7 +188,7 @@ def test_the_shop_link_opens_the_page_the_agent_saw(tmp_path):
     run = tmp_path / "shoprun"
     (run / "steps").mkdir(parents=True)
     save_step_table(run / "steps" / "iter_00001.npz", table, cols, True)
-    with serve_in_thread(shop_app(shop), threads=2) as url:
+    with serve(shop_app(shop), threads=2) as url:
         c = _client(run, shop_url=url)
         r = c.get("/shop/shoprun/1/0/0")
         assert r.status_code == 302 and r.location == f"{url}/fixed_0"

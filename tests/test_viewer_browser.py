@@ -6,9 +6,6 @@ by waitress on a free loopback port; no page may load anything from elsewhere.""
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import numpy as np
 import pytest
 
@@ -17,26 +14,13 @@ from gagpo.run_folder import read_step_table, step_tables
 from gagpo.viewer.app import create_app
 from gagpo.viewer.data import CHARTS
 
-try:
-    from conftest_shop import HAVE_CHROMIUM, NO_CHROMIUM, headless_chromium, serve_in_thread
-except ImportError:  # tests/ imported as a package
-    from tests.conftest_shop import (
-        HAVE_CHROMIUM,
-        NO_CHROMIUM,
-        headless_chromium,
-        serve_in_thread,
-    )
-
-pytestmark = [
-    pytest.mark.browser,
-    pytest.mark.skipif(not HAVE_CHROMIUM, reason=NO_CHROMIUM),
-]
+# headless Chromium (conftest.py's chromium fixture); skipped where it is not installed
+pytestmark = pytest.mark.browser(window="1400,1000")
 
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
-    sys.path.insert(0, str(Path(__file__).parent))
-    from test_trainer import _tiny_cfg
+    from test_trainer import _tiny_cfg  # tests/ is on sys.path (pyproject's pythonpath)
 
     from gagpo.trainer import train
 
@@ -48,58 +32,52 @@ def runs(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def base_url(runs):
+def base_url(runs, serve):
     app = create_app([runs / "tiny", runs / "synth", runs / "missing"])
-    with serve_in_thread(app, threads=4) as url:
+    with serve(app, threads=4) as url:
         yield url
 
 
-@pytest.fixture(scope="module")
-def driver(tmp_path_factory):
-    with headless_chromium(tmp_path_factory.mktemp("chromium-profile"), window="1400,1000",
-                           eager=False) as browser:
-        yield browser
 
-
-def _only_local(driver, base_url):
+def _only_local(chromium, base_url):
     """Every resource the page loaded came from the viewer itself."""
-    names = driver.execute_script(
+    names = chromium.execute_script(
         "return performance.getEntriesByType('resource').map(e => e.name)")
     assert names and all(n.startswith(base_url + "/") for n in names), names
 
 
-def test_run_page_shows_every_curve_with_data(driver, base_url):
+def test_run_page_shows_every_curve_with_data(chromium, base_url):
     from selenium.webdriver.common.by import By
 
-    driver.get(f"{base_url}/run?r=tiny")
+    chromium.get(f"{base_url}/run?r=tiny")
     for chart_id, title, lines, _ in CHARTS:
-        svg = driver.find_element(By.ID, f"chart-{chart_id}")
+        svg = chromium.find_element(By.ID, f"chart-{chart_id}")
         assert svg.is_displayed()
         series = svg.find_elements(By.CSS_SELECTOR, ".series")
         assert len(series) == len(lines), title
         for s in series:
             assert int(s.get_attribute("data-points")) >= 1, (title, s.get_attribute(
                 "data-label"))
-    _only_local(driver, base_url)
+    _only_local(chromium, base_url)
     # Two runs overlay: each chart holds both runs' series.
-    driver.get(f"{base_url}/run?r=tiny&r=synth")
-    svg = driver.find_element(By.ID, "chart-kl")
+    chromium.get(f"{base_url}/run?r=tiny&r=synth")
+    svg = chromium.find_element(By.ID, "chart-kl")
     labels = [s.get_attribute("data-label") for s in svg.find_elements(By.CSS_SELECTOR,
                                                                        ".series")]
     assert labels == ["tiny: kl", "synth: kl"]
 
 
 @pytest.mark.parametrize("name", ["tiny", "synth"])
-def test_rollout_browser_matches_the_saved_table(driver, base_url, runs, name):
+def test_rollout_browser_matches_the_saved_table(chromium, base_url, runs, name):
     from selenium.webdriver.common.by import By
 
     paths = step_tables(runs / name)[2]
     table = read_step_table(paths)
     group = int(table["group"][-1])
     rows = np.flatnonzero(table["group"] == group)
-    driver.get(f"{base_url}/run/{name}/iter/2?group={group}")
-    _only_local(driver, base_url)
-    grid = driver.find_element(By.ID, "rollouts")
+    chromium.get(f"{base_url}/run/{name}/iter/2?group={group}")
+    _only_local(chromium, base_url)
+    grid = chromium.find_element(By.ID, "rollouts")
     assert int(grid.get_attribute("data-columns")) == len(set(table["trajectory"][rows]))
     heads = grid.find_elements(By.CSS_SELECTOR, ".colhead")
     assert len(heads) == len(set(table["trajectory"][rows]))
@@ -131,50 +109,50 @@ def test_rollout_browser_matches_the_saved_table(driver, base_url, runs, name):
                           np.argsort(saved_adv, kind="stable"))
 
 
-def _apply_filters(driver) -> None:
+def _apply_filters(chromium) -> None:
     """Submit the filter form and wait for the page it loads (a click returns before the
     navigation may have replaced the page on a loaded machine)."""
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support import expected_conditions as ec
     from selenium.webdriver.support.ui import WebDriverWait
 
-    page = driver.find_element(By.TAG_NAME, "html")
-    driver.find_element(By.ID, "f-apply").click()
-    WebDriverWait(driver, 30).until(ec.staleness_of(page))
-    WebDriverWait(driver, 30).until(
+    page = chromium.find_element(By.TAG_NAME, "html")
+    chromium.find_element(By.ID, "f-apply").click()
+    WebDriverWait(chromium, 30).until(ec.staleness_of(page))
+    WebDriverWait(chromium, 30).until(
         lambda d: d.execute_script("return document.readyState") == "complete")
 
 
-def test_filters_in_the_browser(driver, base_url, runs):
+def test_filters_in_the_browser(chromium, base_url, runs):
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import Select
 
     table = read_step_table(step_tables(runs / "synth")[1])
     won_group = int(table["group"][np.flatnonzero(table["won"])[0]])
-    driver.get(f"{base_url}/run/synth/iter/1?group={won_group}")
-    Select(driver.find_element(By.ID, "f-outcome")).select_by_value("won")
-    _apply_filters(driver)
-    heads = driver.find_elements(By.CSS_SELECTOR, "#rollouts .colhead")
+    chromium.get(f"{base_url}/run/synth/iter/1?group={won_group}")
+    Select(chromium.find_element(By.ID, "f-outcome")).select_by_value("won")
+    _apply_filters(chromium)
+    heads = chromium.find_elements(By.CSS_SELECTOR, "#rollouts .colhead")
     assert heads and all("won" in h.get_attribute("class").split() for h in heads)
-    Select(driver.find_element(By.ID, "f-outcome")).select_by_value("")
-    driver.find_element(By.ID, "f-shared").click()
-    _apply_filters(driver)
+    Select(chromium.find_element(By.ID, "f-outcome")).select_by_value("")
+    chromium.find_element(By.ID, "f-shared").click()
+    _apply_filters(chromium)
     rows = np.flatnonzero(table["group"] == won_group)
-    hidden = driver.find_elements(By.CSS_SELECTOR, "#rollouts .step.hidden")
+    hidden = chromium.find_elements(By.CSS_SELECTOR, "#rollouts .step.hidden")
     assert len(hidden) == int((table["state_group_size"][rows] == 1).sum())
     task_type = str(table["task_type"][0])
-    Select(driver.find_element(By.ID, "f-type")).select_by_value(task_type)
-    _apply_filters(driver)
+    Select(chromium.find_element(By.ID, "f-type")).select_by_value(task_type)
+    _apply_filters(chromium)
     types = {r.find_elements(By.TAG_NAME, "td")[2].text
-             for r in driver.find_elements(By.CSS_SELECTOR, "#groups .grouprow")}
+             for r in chromium.find_elements(By.CSS_SELECTOR, "#groups .grouprow")}
     assert types == {task_type}
 
 
-def test_missing_run_and_missing_iteration_read_clearly(driver, base_url):
+def test_missing_run_and_missing_iteration_read_clearly(chromium, base_url):
     from selenium.webdriver.common.by import By
 
-    driver.get(f"{base_url}/run?r=missing")
-    assert "does not exist" in driver.find_element(By.CSS_SELECTOR, ".problem").text
-    driver.get(f"{base_url}/run/tiny/iter/99")
-    assert "no step table for iteration 99" in driver.find_element(By.ID, "error").text
-    _only_local(driver, base_url)
+    chromium.get(f"{base_url}/run?r=missing")
+    assert "does not exist" in chromium.find_element(By.CSS_SELECTOR, ".problem").text
+    chromium.get(f"{base_url}/run/tiny/iter/99")
+    assert "no step table for iteration 99" in chromium.find_element(By.ID, "error").text
+    _only_local(chromium, base_url)

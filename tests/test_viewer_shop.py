@@ -22,6 +22,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 from bs4 import BeautifulSoup
+from shop_pages import (
+    html_clickables_original_order,
+    html_has_search_bar,
+    html_to_text,
+    html_to_text_rich,
+    write_tricky_catalog,
+)
 
 from gagpo.agents.rollout import StepRow, StepTable
 from gagpo.envs.webshop.env import WebShopEnv
@@ -31,23 +38,6 @@ from gagpo.servers.webshop.html import render_html, state_url
 from gagpo.servers.webshop.shop import Shop, State
 from gagpo.servers.webshop.web.app import create_app as shop_app
 from gagpo.viewer.app import create_app
-
-try:
-    from conftest_shop import (
-        html_clickables_original_order,
-        html_has_search_bar,
-        html_to_text,
-        html_to_text_rich,
-        write_tricky_catalog,
-    )
-except ImportError:  # tests/ imported as a package
-    from tests.conftest_shop import (
-        html_clickables_original_order,
-        html_has_search_bar,
-        html_to_text,
-        html_to_text_rich,
-        write_tricky_catalog,
-    )
 
 N_PRODUCTS = 200
 

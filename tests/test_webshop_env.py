@@ -223,18 +223,16 @@ def test_rule_baseline_lands_near_the_original_figures(tmp_path):
 
 
 @pytest.mark.parametrize("mode", ["text", "text_rich", "html"])
-def test_remote_and_in_process_transcripts_are_identical(mode):
+def test_remote_and_in_process_transcripts_are_identical(mode, serve):
     """The same actions give the same observations, rewards, flags and infos whether the shop
     runs in-process or behind `gagpo serve webshop` on a loopback port."""
-    from conftest_shop import serve_in_thread
-
     from gagpo.servers.webshop import open_shop
     from gagpo.servers.webshop.web.app import create_app
 
     local = gym.make("WebShop-v0", observation_mode=mode, request_infos=["expert_action"])
     shop = local.unwrapped._backend.shop
     rng = np.random.default_rng(1)
-    with serve_in_thread(create_app(open_shop())) as url:
+    with serve(create_app(open_shop())) as url:
         remote = gym.make("WebShop-v0", observation_mode=mode, server_url=url,
                           request_infos=["expert_action"])
         for goal in (0, 5, 17, 333, 1600):
@@ -281,14 +279,12 @@ def test_expert_action_info_on_request():
 
 
 @pytest.fixture(scope="module")
-def shop_url(env):
+def shop_url(env, serve):
     """A served shop (the in-process env's own shop) on a loopback port."""
-    from conftest_shop import serve_in_thread
-
     from gagpo.servers.webshop.web.app import create_app
 
     shop = env.unwrapped._backend.shop
-    with serve_in_thread(create_app(shop, secret="test-secret")) as url:
+    with serve(create_app(shop, secret="test-secret")) as url:
         yield url
 
 

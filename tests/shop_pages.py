@@ -1,16 +1,13 @@
 """Helpers for the served-shop tests: the original WebShop's HTML-to-text parsing (written
-here, never in the shop: the shop renders text from its page model), a tricky catalog, a
-waitress server on a free loopback port in a background thread, and headless Chromium for the
-tests that drive pages in a browser (the shop's, ``gagpo view``'s)."""
+here, never in the shop: the shop renders text from its page model) and a tricky catalog.
+
+Plain functions, imported as ``from shop_pages import ...`` (pytest puts tests/ on sys.path:
+``pythonpath`` in pyproject.toml). The fixtures (a served app, headless Chromium, the small
+shops) are in conftest.py."""
 
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 from bs4 import BeautifulSoup
@@ -147,69 +144,3 @@ def write_tricky_catalog(folder: Path, n: int = 40) -> Path:
     (folder / "items_ins_v2.json").write_text(json.dumps(ins))
     (folder / "items_human_ins.json").write_text(json.dumps(human))
     return folder
-
-
-# ----------------------------------------------------------------------------------- server
-
-
-@contextmanager
-def serve_in_thread(app, threads: int = 8) -> Iterator[str]:
-    """Serve ``app`` with waitress on a free 127.0.0.1 port; yields the base URL."""
-    from waitress import wasyncore
-    from waitress.server import create_server
-
-    server = create_server(app, host="127.0.0.1", port=0, threads=threads,
-                           ident="gagpo-test")
-    thread = threading.Thread(target=server.run, name="waitress-test", daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.effective_port}"
-    finally:
-        # An empty socket map ends waitress's loop. Closing the sockets from this thread
-        # would race the loop's select(), so the trigger runs the close in the loop thread.
-        # The thunk is queued and the trigger pulled under the trigger's lock: otherwise a
-        # worker's wake-up between the two could run the close (the trigger's own pipe
-        # included) before this thread writes to that pipe, and the write fails (EBADF).
-        server.task_dispatcher.shutdown()
-        trigger = server.trigger
-        with trigger.lock:
-            trigger.thunks.append(lambda: wasyncore.close_all(server._map, ignore_all=True))
-            trigger._physical_pull()
-        thread.join(timeout=10)
-        assert not thread.is_alive(), "the test server did not stop"
-
-
-CHROMIUM = "/usr/bin/chromium"
-CHROMEDRIVER = "/usr/bin/chromedriver"
-HAVE_CHROMIUM = os.access(CHROMIUM, os.X_OK) and os.access(CHROMEDRIVER, os.X_OK)
-NO_CHROMIUM = (f"needs Debian's chromium and chromium-driver ({CHROMIUM}, {CHROMEDRIVER}): "
-               "make browser")
-
-
-@contextmanager
-def headless_chromium(profile: Path, window: str = "1280,900",
-                      eager: bool = False) -> Iterator[object]:
-    """A selenium driver of headless Chromium with nothing reaching out of this machine (no
-    background networking, updates or sync) and a fresh profile; ``eager`` stops page loads
-    waiting for images (the catalog's are remote URLs an offline DNS lookup would hold up)."""
-    import pytest
-
-    webdriver = pytest.importorskip("selenium.webdriver")
-    from selenium.webdriver.chrome.service import Service
-
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    if eager:
-        options.page_load_strategy = "eager"
-    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                "--no-first-run", "--disable-background-networking",
-                "--disable-component-update", "--disable-sync", f"--window-size={window}",
-                f"--user-data-dir={profile}"):
-        options.add_argument(arg)
-    browser = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
-    browser.set_page_load_timeout(30)
-    try:
-        yield browser
-    finally:
-        browser.quit()
-        shutil.rmtree(profile, ignore_errors=True)
