@@ -6,12 +6,12 @@ from pathlib import Path
 
 import pytest
 import torch
+from test_trainer import _params, _tiny_cfg
 
 from gagpo.agents.models import load_model
 from gagpo.cli import main
 from gagpo.run_folder import load_checkpoint
 from gagpo.trainer import train
-from tests.test_trainer import _params, _tiny_cfg
 
 torch.set_num_threads(1)
 

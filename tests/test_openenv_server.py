@@ -15,15 +15,12 @@ import pytest
 
 pytest.importorskip("openenv", reason="needs the openenv extra: pip install 'gagpo[openenv]'")
 
+from test_openenv_limits import eventually
+
 import gagpo.envs  # noqa: E402, F401  (registers the environments)
 from gagpo.envs.base import INFO_KEYS  # noqa: E402
 from gagpo.openenv_client import GagpoEnvClient, TextAction  # noqa: E402
 from gagpo.openenv_server import running_server  # noqa: E402
-
-try:
-    from test_openenv_limits import eventually
-except ImportError:  # tests/ imported as a package
-    from tests.test_openenv_limits import eventually
 
 EXPERT = {"request_infos": ["expert_action"]}
 ENVS = {"WebShop-v0": ("click[no such button]", [0, 7]),   # bad action, tasks

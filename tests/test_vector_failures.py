@@ -16,15 +16,11 @@ from typing import TypeVar
 import gymnasium as gym
 import psutil
 import pytest
+from test_vector import _FragileEnv  # raises on "boom"; shared with the vector env's tests
 
 import gagpo.envs  # noqa: F401
 from gagpo.envs import vector
 from gagpo.envs.vector import GroupVectorEnv, _build_timeout
-
-try:  # the env that raises on "boom", shared with the vector env's own tests
-    from test_vector import _FragileEnv
-except ImportError:  # tests/ imported as a package
-    from tests.test_vector import _FragileEnv
 
 T = TypeVar("T")
 BAD = "click[no such button]"  # rejected by the shop: feedback, reward 0, same state
