@@ -274,3 +274,73 @@ def test_the_td_bar_is_the_td_error_on_the_critics_values_when_the_run_has_a_cri
         assert ("critic_value" in shown) == critic
         if critic:
             assert shown["critic_value"] == pytest.approx(values[step][1], abs=1e-6)
+
+
+def _cells(page: str) -> dict[tuple[int, int], str]:
+    """Each shown step's cell, by (trajectory, t)."""
+    out = {}
+    for cell in page.split('<div class="step')[1:]:
+        where = re.search(r'data-traj="(\d+)" data-t="(\d+)"', cell)
+        out[int(where.group(1)), int(where.group(2))] = cell
+    return out
+
+
+def test_each_step_shows_its_own_saved_row(runs):
+    """What a step's cell says (action, reply, observation, the well-formed and admissible
+    badges, r) is its own row of the step table, and the group's title names its group and
+    task type."""
+    import html
+
+    table = read_step_table(step_tables(runs / "synth")[2])
+    page = _client(runs / "synth").get("/run/synth/iter/2?group=1").get_data(as_text=True)
+    rows = np.flatnonzero(table["group"] == 1)
+    i0 = rows[0]
+    title = re.search(r'<h2 id="group-title">([^<]*)</h2>', page).group(1)
+    assert title == (f"Group 1: task {table['task_id'][i0]} ({table['task_type'][i0]}), "
+                     f"{len(set(table['trajectory'][rows]))} rollouts")
+    cells = _cells(page)
+    assert len(cells) == len(rows)
+    kinds = set()
+    for i in rows:
+        cell = cells[int(table["trajectory"][i]), int(table["t"][i])]
+        text = html.unescape(cell)
+        assert f'<code class="action">{table["action"][i]}</code>' in text
+        assert f"<summary>reply</summary><pre>{table['reply'][i]}\n</pre>" in text
+        assert f"<summary>observation</summary><pre>\n{table['observation'][i]}</pre>" in text
+        well, valid = bool(table["well_formed"][i]), bool(table["action_valid"][i])
+        badges = re.findall(r'class="badge (?:ok|bad)\s*">\s*([a-z -]+)</span>', text)
+        assert badges == ["well-formed" if well else "malformed",
+                          "admissible" if valid else "not admissible"]
+        assert f'r <b>{float(table["reward"][i]):.3g}</b>' in text
+        kinds.add((well, valid, float(table["reward"][i]) > 0))
+    assert len(kinds) >= 2  # rows that differ in what they show
+
+
+def test_a_table_without_the_optional_columns_shows_what_it_has(tmp_path):
+    """A step table with none of the trainer's columns (no reward, value, advantage, group
+    size, reply, badges): the group shows its steps, r 0, and no bar; the data layer says None
+    for a group the table does not hold."""
+    from gagpo.viewer import data
+
+    run = tmp_path / "bare"
+    (run / "steps").mkdir(parents=True)
+    n = 3
+    np.savez_compressed(run / "steps" / "iter_00001.npz", version=np.int16(2),
+                        group=np.zeros(n, np.int32), trajectory=np.array([0, 0, 1], np.int32),
+                        t=np.array([0, 1, 0], np.int16), task_id=np.array(["a"] * n),
+                        state_key=np.array(["k0", "k1", "k0"]),
+                        action=np.array(["look", "go", "look"]),
+                        score=np.zeros(n, np.float32), won=np.zeros(n, bool))
+    (run / "metrics.jsonl").write_text('{"iteration": 1}\n')
+    r = _client(run).get("/run/bare/iter/1?group=0")
+    assert r.status_code == 200
+    cells = _cells(r.get_data(as_text=True))
+    assert set(cells) == {(0, 0), (0, 1), (1, 0)}
+    for cell in cells.values():
+        assert "r <b>0</b>" in cell and 'class="bar' not in cell and "badge" not in cell
+        assert "<summary>reply" not in cell
+    paths = step_tables(run)[1]
+    assert data.load_group(paths, 7, 0.95) == (2, None)
+    _, group = data.load_group(paths, 0, 0.95)
+    assert [s.td_error for r in group.rollouts for s in r.steps] == [None] * 3
+    assert group.task_type == "" and [r.steps[0].reply for r in group.rollouts] == [None] * 2
