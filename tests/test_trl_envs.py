@@ -148,23 +148,23 @@ def test_grpotrainer_rewards_each_rollout_with_its_episodes_score_not_its_succes
     from functools import partial
 
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
+    from datasets import Dataset
     from trl import GRPOConfig, GRPOTrainer
+    from trl.chat_template_utils import qwen3_chat_template
 
     from gagpo.agents.models import load_model
 
-    spec = importlib.util.spec_from_file_location("trl_grpo_webshop",
-                                                  ROOT / "examples" / "trl_grpo_webshop.py")
-    example = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(example)
     model, tokenizer = load_model("tiny", device="cpu")
-    example.tool_chat_template(tokenizer)
+    tokenizer.chat_template = qwen3_chat_template  # one that renders tools, as TRL needs
     episodes = _episodes_with_partial_scores()
     n = len(episodes)
     config = GRPOConfig(output_dir=str(tmp_path), max_steps=1, per_device_train_batch_size=n,
                         num_generations=n, max_completion_length=16, report_to="none",
                         use_cpu=True, bf16=False, save_strategy="no", dataloader_num_workers=0)
     trainer = GRPOTrainer(model=model, processing_class=tokenizer, args=config,
-                          train_dataset=example.dataset(2),
+                          train_dataset=Dataset.from_list(
+                              [{"prompt": [{"role": "user", "content": "buy it"}], "task": 1,
+                                "seed": 0}]),
                           environment_factory=partial(WebShopTools))
     column = trainer.reward_func_names.index("WebShopTools")
     # The rollouts: each a tools instance that played its episode through the tools.

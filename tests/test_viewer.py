@@ -316,10 +316,11 @@ def test_each_step_shows_its_own_saved_row(runs):
     assert len(kinds) >= 2  # rows that differ in what they show
 
 
-def test_a_table_without_the_optional_columns_shows_what_it_has(tmp_path):
-    """A step table with none of the trainer's columns (no reward, value, advantage, group
-    size, reply, badges): the group shows its steps, r 0, and no bar; the data layer says None
-    for a group the table does not hold."""
+@pytest.mark.parametrize("reward", [False, True])
+def test_a_table_without_the_optional_columns_shows_what_it_has(tmp_path, reward):
+    """A step table with none of the trainer's columns (no value, advantage, group size,
+    reply, badges; with or without rewards): the group shows its steps, r 0, and no bar (no TD
+    error without a value); the data layer says None for a group the table does not hold."""
     from gagpo.viewer import data
 
     run = tmp_path / "bare"
@@ -330,7 +331,8 @@ def test_a_table_without_the_optional_columns_shows_what_it_has(tmp_path):
                         t=np.array([0, 1, 0], np.int16), task_id=np.array(["a"] * n),
                         state_key=np.array(["k0", "k1", "k0"]),
                         action=np.array(["look", "go", "look"]),
-                        score=np.zeros(n, np.float32), won=np.zeros(n, bool))
+                        score=np.zeros(n, np.float32), won=np.zeros(n, bool),
+                        **({"reward": np.zeros(n, np.float32)} if reward else {}))
     (run / "metrics.jsonl").write_text('{"iteration": 1}\n')
     r = _client(run).get("/run/bare/iter/1?group=0")
     assert r.status_code == 200
