@@ -346,3 +346,73 @@ def test_a_table_without_the_optional_columns_shows_what_it_has(tmp_path, reward
     _, group = data.load_group(paths, 0, 0.95)
     assert [s.td_error for r in group.rollouts for s in r.steps] == [None] * 3
     assert group.task_type == "" and [r.steps[0].reply for r in group.rollouts] == [None] * 2
+
+
+def test_the_group_list_counts_each_groups_rollouts_wins_steps_and_shared_steps(runs):
+    table = read_step_table(step_tables(runs / "synth")[3])
+    page = _client(runs / "synth").get("/run/synth/iter/3").get_data(as_text=True)
+    shown = re.findall(r'data-group="(\d+)"><td><a [^>]*>\d+</a></td>\s*<td>([^<]*)</td>'
+                       r'<td>([^<]*)</td><td>(\d+)</td><td>(\d+)</td>\s*<td>(\d+)</td>'
+                       r'<td>(\d+)</td>', page)
+    want = []
+    for g in sorted(set(table["group"].tolist())):
+        rows = table["group"] == g
+        trajs = set(table["trajectory"][rows].tolist())
+        won = {int(tr) for tr in table["trajectory"][rows & table["won"]]}
+        i = np.flatnonzero(rows)[0]
+        want.append((str(g), str(table["task_id"][i]), str(table["task_type"][i]),
+                     str(len(trajs)), str(len(won)), str(int(rows.sum())),
+                     str(int((rows & (table["state_group_size"] > 1)).sum()))))
+    assert shown == want
+    assert any(w[4] != "0" for w in want) and any(w[6] != "0" for w in want)
+
+
+def test_the_data_layer_reads_runs_their_summaries_and_iteration_shares(tmp_path):
+    """The run list (nested folders, a name taken twice), each run's summary (its settings and
+    last metrics), held-out points (the evaluation before training at 0, then the logged
+    ones) and an iteration's shares of malformed, zero-advantage and unshared steps."""
+    import json
+    import math
+
+    from gagpo.viewer import data
+
+    root = tmp_path / "root"
+    synthetic_run(root / "a", iterations=2, steps=20, group_size=3, max_t=4)
+    synthetic_run(root / "deep" / "a", iterations=1, steps=10, group_size=2, max_t=3)
+    (root / "evals").mkdir()
+    (root / "evals" / data.EVAL_FILE).write_text("")
+    (root / "notes.txt").write_text("not a run")
+    runs = data.find_runs([root], explicit=False)
+    assert [(r.name, r.path, r.kind) for r in runs] == [
+        ("a", root / "a", "train"), ("a+", root / "deep" / "a", "train"),
+        ("evals", root / "evals", "eval")]
+    assert [r.name for r in data.find_runs([root / "a", root / "nowhere"], explicit=True)] == [
+        "a", "nowhere"]
+    assert data.looks_like_run(root / "deep") is None
+    for name in ("config.json", "metrics.jsonl", "steps"):
+        (tmp_path / name.replace(".", "_")).mkdir()
+        (tmp_path / name.replace(".", "_") / name).write_text("{}")
+        assert data.looks_like_run(tmp_path / name.replace(".", "_")) == "train", name
+    run = runs[0]
+    metrics = [json.loads(x) for x in (run.path / "metrics.jsonl").read_text().splitlines()]
+    summary = data.run_summary(run)
+    assert (summary["algo"], summary["env"], summary["model"], summary["iterations_planned"],
+            summary["iterations_logged"], summary["last"], summary["tables"]) == (
+        "gagpo", "WebShop-v0", "synthetic", 2, 2, metrics[-1], [1, 2])
+    assert summary["config"]["gamma"] == 0.95
+    (run.path / "evals.json").write_text(json.dumps(
+        {"before": {"all": {"success": 0.25, "score": 0.5}}}))
+    assert data.held_out_points(run) == [(0.0, {"success": 0.25, "score": 0.5})] + [
+        (float(m["iteration"]), {"success": m["eval/success"], "score": m["eval/score"]})
+        for m in metrics if "eval/success" in m]
+    paths = step_tables(run.path)[2]
+    t = read_step_table(paths)
+    n = len(t["group"])
+    stats = data.iteration_stats(paths)
+    assert stats == pytest.approx({"malformed": (~t["well_formed"]).sum() / n,
+                                   "zero_adv": (t["advantage"] == 0).sum() / n,
+                                   "unshared": (t["state_group_size"] <= 1).sum() / n})
+    assert 0 < stats["zero_adv"] < 1 and 0 < stats["unshared"] < 1
+    assert data.iteration_stats(paths) == stats  # from the cache, the same
+    assert data._num(True) != data._num(True) and data._num(3) == 3.0
+    assert math.isnan(data._num("3"))
