@@ -416,3 +416,46 @@ def test_the_data_layer_reads_runs_their_summaries_and_iteration_shares(tmp_path
     assert data.iteration_stats(paths) == stats  # from the cache, the same
     assert data._num(True) != data._num(True) and data._num(3) == 3.0
     assert math.isnan(data._num("3"))
+
+
+def test_eval_episodes_are_read_whole_from_trajectories_jsonl(tmp_path):
+    """Each line is a step of an episode keyed by its task index (its trajectory where none):
+    every field read, missing ones defaulted, a bad line skipped (the next ones still read), a
+    torn last line skipped, episodes interleaved; the episode's outcome is its last step's
+    (``gagpo eval`` writes an episode's steps in order)."""
+    import json
+
+    from gagpo.viewer import data
+
+    full = {"trajectory": 9, "task_index": 4, "t": 1, "state_key": "k1", "action": "go",
+            "reply": "<action>go</action>", "observation": "a room", "well_formed": True,
+            "action_valid": False, "reward": 0.5, "score": 0.75, "won": True,
+            "task_id": "alfworld:4", "task_type": "pick"}
+    lines = [json.dumps({**full, "t": 0, "won": False, "score": 0.25, "state_key": "k0",
+                         "action": "look", "reward": 0.0}),
+             json.dumps({"trajectory": 2, "t": "not a number"}),
+             json.dumps({"trajectory": 2, "t": 0, "task_id": "alfworld:2"}),
+             json.dumps(full),
+             '{"trajectory": 3, "t": 0, "task_id": "torn']
+    run_dir = tmp_path / "ev"
+    run_dir.mkdir()
+    (run_dir / data.EVAL_FILE).write_text("\n".join(lines))
+    got = data.eval_episodes(data.Run("ev", run_dir, "eval"))
+
+    def step(key, **kw):
+        base = dict(row=-1, trajectory=key, t=0, state_key="", action="", reply=None,
+                    observation=None, well_formed=None, action_valid=None, reward=0.0,
+                    score=0.0, won=False, advantage=None, value=None, critic_value=None,
+                    td_error=None, group_size=None)
+        return data.Step(**{**base, **kw})
+
+    shared = dict(reply="<action>go</action>", observation="a room", well_formed=True,
+                  action_valid=False)
+    assert got == [
+        data.Rollout(2, "alfworld:2", "", False, 0.0, [step(2)]),
+        data.Rollout(4, "alfworld:4", "pick", True, 0.75, [
+            step(4, t=0, state_key="k0", action="look", score=0.25, **shared),
+            step(4, t=1, state_key="k1", action="go", reward=0.5, score=0.75, won=True,
+                 **shared)]),
+    ]
+    assert data.eval_episodes(data.Run("ev", run_dir, "eval")) == got  # cached, the same
