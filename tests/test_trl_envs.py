@@ -191,3 +191,54 @@ def test_grpotrainer_rewards_each_rollout_with_its_episodes_score_not_its_succes
     assert rewards[:, column].tolist() == pytest.approx(scores)
     for tools in rollouts:
         tools._shutdown()
+
+
+def _render(obs: str, info: dict) -> str:
+    """What the model reads after a step that did not end the episode (the tools' format)."""
+    actions = info["admissible_actions"]
+    shown = ", ".join(actions[:50]) + (f" (and {len(actions) - 50} more)"
+                                       if len(actions) > 50 else "")
+    return f"{obs}\n\nAdmissible actions: {shown}"
+
+
+@pytest.mark.parametrize("env_id", list(TOOLS))
+def test_each_tool_plays_its_command_and_says_what_the_env_said(env_id):
+    """In this process: each tool call is its env command (every ALFWorld tool, once, whether
+    the engine takes it or not), and the text the model reads is the env's observation with
+    the admissible actions (more than 50 summarised), then, at the end, the outcome; replayed
+    on a fresh env. The reward is the score so far (0 before any step and before a reset)."""
+    tools = TOOLS[env_id]()
+    assert tools.get_reward() == 0.0
+    with pytest.raises(RuntimeError, match="the episode has not started: reset\\(\\) first"):
+        call_for(tools, "look" if env_id == "ALFWorld-v0" else "search[x]")
+    env = gym.make(env_id, **EXPERT)
+    split = env.unwrapped.splits[-1]
+    obs, info = env.reset(seed=1, options={"task": 2, "split": split})
+    first = tools.reset(task=2, split=split, seed=1, prompt="ignored")
+    assert first == f"\n\n{tools.guide}\n\n{_render(obs, info)}"
+    assert tools.get_reward() == 0.0
+    if env_id == "ALFWorld-v0":
+        place = info["admissible_actions"][0].removeprefix("go to ")
+        commands = [f"open {place}", f"close {place}", f"examine {place}", "look",
+                    "inventory", f"use {place}", f"move apple 1 to {place}",
+                    f"heat apple 1 with {place}", f"cool apple 1 with {place}",
+                    f"clean apple 1 with {place}", f"take apple 1 from {place}",
+                    f"go to {place}"]
+    else:
+        commands = []
+    while True:  # the commands above, then the expert's to the end
+        command = commands.pop(0) if commands else info["expert_action"]
+        obs, _, term, trunc, info = env.step(command)
+        text = call_for(tools, command)
+        if term or trunc:
+            end = "won" if info["won"] else "ended"
+            assert text == f"{obs}\n\nThe episode {end} with score {info['score']:.2f}."
+            assert tools.get_reward() == info["score"] and tools.won == info["won"]
+            break
+        assert text == _render(obs, info), command
+    assert info["won"]  # the expert finished it
+    env.close()
+    tools._shutdown()
+    with pytest.raises(ValueError, match="env_kwargs are the server's business when url is "
+                                         "given"):
+        TOOLS[env_id](url="http://127.0.0.1:1", max_steps=3)
