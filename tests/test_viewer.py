@@ -268,6 +268,9 @@ def test_the_td_bar_is_the_td_error_on_the_critics_values_when_the_run_has_a_cri
     assert bars.keys() == want.keys()
     for step, td in want.items():
         assert bars[step]["td_error"] == pytest.approx(td, abs=1e-6), step
+    cells = _cells(page)
+    for traj, t, r, _, _ in TD_ROWS:
+        assert f"r <b>{r:.3g}</b>" in cells[traj, t]
     values = {(traj, t): (v, c) for traj, t, _, v, c in TD_ROWS}
     for step, shown in bars.items():
         assert shown["value"] == pytest.approx(values[step][0], abs=1e-6)
@@ -377,17 +380,20 @@ def test_the_data_layer_reads_runs_their_summaries_and_iteration_shares(tmp_path
     from gagpo.viewer import data
 
     root = tmp_path / "root"
-    synthetic_run(root / "a", iterations=2, steps=20, group_size=3, max_t=4)
+    synthetic_run(root / "a", iterations=3, steps=20, group_size=3, max_t=4)
     synthetic_run(root / "deep" / "a", iterations=1, steps=10, group_size=2, max_t=3)
     (root / "evals").mkdir()
     (root / "evals" / data.EVAL_FILE).write_text("")
     (root / "notes.txt").write_text("not a run")
-    runs = data.find_runs([root], explicit=False)
+    (root / "deep" / "evals").mkdir()
+    (root / "deep" / "evals" / data.EVAL_FILE).write_text("")
+    runs = data.find_runs([tmp_path / "nowhere", root], explicit=False)
     assert [(r.name, r.path, r.kind) for r in runs] == [
         ("a", root / "a", "train"), ("a+", root / "deep" / "a", "train"),
-        ("evals", root / "evals", "eval")]
-    assert [r.name for r in data.find_runs([root / "a", root / "nowhere"], explicit=True)] == [
-        "a", "nowhere"]
+        ("evals", root / "deep" / "evals", "eval"), ("evals+", root / "evals", "eval")]
+    assert [(r.name, r.kind) for r in data.find_runs([root / "a", root / "nowhere", Path(".")],
+                                                     explicit=True)] == [
+        ("a", "train"), ("nowhere", "train"), (".", "train")]
     assert data.looks_like_run(root / "deep") is None
     for name in ("config.json", "metrics.jsonl", "steps"):
         (tmp_path / name.replace(".", "_")).mkdir()
@@ -398,7 +404,7 @@ def test_the_data_layer_reads_runs_their_summaries_and_iteration_shares(tmp_path
     summary = data.run_summary(run)
     assert (summary["algo"], summary["env"], summary["model"], summary["iterations_planned"],
             summary["iterations_logged"], summary["last"], summary["tables"]) == (
-        "gagpo", "WebShop-v0", "synthetic", 2, 2, metrics[-1], [1, 2])
+        "gagpo", "WebShop-v0", "synthetic", 3, 3, metrics[-1], [1, 2, 3])
     assert summary["config"]["gamma"] == 0.95
     (run.path / "evals.json").write_text(json.dumps(
         {"before": {"all": {"success": 0.25, "score": 0.5}}}))
@@ -436,6 +442,7 @@ def test_eval_episodes_are_read_whole_from_trajectories_jsonl(tmp_path):
              json.dumps({"trajectory": 2, "t": "not a number"}),
              json.dumps({"trajectory": 2, "t": 0, "task_id": "alfworld:2"}),
              json.dumps(full),
+             json.dumps({"trajectory": 5, "t": 0}),
              '{"trajectory": 3, "t": 0, "task_id": "torn']
     run_dir = tmp_path / "ev"
     run_dir.mkdir()
@@ -457,5 +464,44 @@ def test_eval_episodes_are_read_whole_from_trajectories_jsonl(tmp_path):
             step(4, t=0, state_key="k0", action="look", score=0.25, **shared),
             step(4, t=1, state_key="k1", action="go", reward=0.5, score=0.75, won=True,
                  **shared)]),
+        data.Rollout(5, "", "", False, 0.0, [step(5)]),
     ]
     assert data.eval_episodes(data.Run("ev", run_dir, "eval")) == got  # cached, the same
+
+
+def _table_file(path: Path, **columns) -> list[Path]:
+    n = len(next(iter(columns.values())))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    np.savez(path, version=np.int16(2), group=np.zeros(n, np.int32),  # size: the shapes'
+             trajectory=np.arange(n, dtype=np.int32), **columns)
+    return [path]
+
+
+def test_iteration_shares_count_each_kind_of_step_and_tell_tables_apart(tmp_path):
+    """Malformed, zero-advantage and unshared (a state group of one) steps over all steps, on
+    tables of three rows, of one row, and without those columns (NaN); two tables of the same
+    size and time are not taken for each other."""
+    import math
+    import os
+
+    from gagpo.viewer import data
+
+    three = _table_file(tmp_path / "a" / "iter_00001.npz",
+                        well_formed=np.array([False, True, True]),
+                        advantage=np.array([0.0, 0.5, 0.0], np.float32),
+                        state_group_size=np.array([1, 2, 3], np.float32))
+    assert data.iteration_stats(three) == pytest.approx(
+        {"malformed": 1 / 3, "zero_adv": 2 / 3, "unshared": 1 / 3})
+    one = _table_file(tmp_path / "b" / "iter_00001.npz", well_formed=np.array([False]),
+                      advantage=np.array([0.0], np.float32),
+                      state_group_size=np.array([1.0], np.float32))
+    assert data.iteration_stats(one) == {"malformed": 1.0, "zero_adv": 1.0, "unshared": 1.0}
+    bare = _table_file(tmp_path / "c" / "iter_00001.npz", t=np.zeros(2, np.int16))
+    assert all(math.isnan(v) for v in data.iteration_stats(bare).values())
+    twin = _table_file(tmp_path / "d" / "iter_00001.npz", well_formed=np.array([True, True, True]),
+                       advantage=np.array([1.0, 0.5, 2.0], np.float32),
+                       state_group_size=np.array([2, 2, 3], np.float32))
+    st = os.stat(three[0])
+    assert os.stat(twin[0]).st_size == st.st_size
+    os.utime(twin[0], ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert data.iteration_stats(twin) == {"malformed": 0.0, "zero_adv": 0.0, "unshared": 0.0}
