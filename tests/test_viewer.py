@@ -349,6 +349,9 @@ def test_a_table_without_the_optional_columns_shows_what_it_has(tmp_path, reward
     _, group = data.load_group(paths, 0, 0.95)
     assert [s.td_error for r in group.rollouts for s in r.steps] == [None] * 3
     assert group.task_type == "" and [r.steps[0].reply for r in group.rollouts] == [None] * 2
+    assert data.iteration_groups(paths) == (2, [{"group": 0, "task_id": "a", "task_type": "",
+                                                 "won": 0, "steps": 3, "shared": 0,
+                                                 "rollouts": 2}])
 
 
 def test_the_group_list_counts_each_groups_rollouts_wins_steps_and_shared_steps(runs):
