@@ -242,3 +242,30 @@ def test_each_tool_plays_its_command_and_says_what_the_env_said(env_id):
     with pytest.raises(ValueError, match="env_kwargs are the server's business when url is "
                                          "given"):
         TOOLS[env_id](url="http://127.0.0.1:1", max_steps=3)
+
+
+def test_an_episode_cut_by_the_step_limit_ends_unwon_and_random_tasks_follow_the_seed():
+    """In this process the env's keyword arguments reach it (a step limit of 2 here): the
+    episode ends, not won, with its score, and a later call gets the env's own answer rather
+    than an error. Without a task, the seed picks it, as it does for the env."""
+    tools = WebShopTools(max_steps=2)
+    env = gym.make("WebShop-v0", max_steps=2)
+    _, want = env.reset(seed=5)
+    tools.reset(seed=5)
+    assert tools._info["task_id"] == want["task_id"]
+    env.step("search[shoes]")
+    call_for(tools, "search[shoes]")
+    obs, _, _, trunc, info = env.step("click[no such button]")
+    assert trunc and not info["won"]
+    assert call_for(tools, "click[no such button]") == (
+        f"{obs}\n\nThe episode ended with score {info['score']:.2f}.")
+    after = env.step("click[no such button]")[0]
+    assert "reset()" in after and call_for(tools, "click[no such button]") == (
+        f"{after}\n\nThe episode ended with score {info['score']:.2f}.")
+    env.close()
+    tools._shutdown()
+    with pytest.raises(RuntimeError, match=r"^the episode has not started: reset\(\) first$"):
+        WebShopTools().search("x")
+    with pytest.raises(ValueError, match="^env_kwargs are the server's business when url is "
+                                         "given$"):
+        WebShopTools(url="http://127.0.0.1:1", max_steps=3)
