@@ -572,7 +572,9 @@ def main(argv: list[str] | None = None) -> dict:
         print(verdicts(held, chosen, critic_free))
         print("\nHeld-out, every configuration studied\n")
         print(table(held, reported))
-    record = {"args": {k: str(v) for k, v in vars(args).items()}, "chosen": chosen.name,
+    # The folder as given (relative when given so), never this machine's absolute path.
+    record = {"args": {k: str(v) for k, v in vars(args).items() if k != "out"},
+              "chosen": chosen.name,
               "tuning_scores": scores,
               "held_out": {s: {e.name: dataclasses.asdict(figures(d, e.name,
                                                                    np.random.default_rng(1)))
