@@ -251,10 +251,23 @@ FAIR = ["--aggregation", "token-mean", "--rollout-batch-tokens", str(ROLLOUT_BAT
 token, and only the later runs capped a generation pass's cache. The fair comparison gives
 every estimator the same loss aggregation and sampling (flags given last win)."""
 
+LORA = ["--lora-rank", "16", "--lora-alpha", "32", "--lr", "1e-4", "--kl-coef", "0"]
+"""The fair comparison's cheaper update: LoRA of rank 16 on every linear layer (alpha 32, a
+scale of 2) at ten times full fine-tuning's learning rate, as LoRA's optimal rate is about ten
+times full fine-tuning's (Thinking Machines, "LoRA Without Regret", 2025, which also finds
+rank 1 enough for policy-gradient RL), and no KL term: the first runs' KL to the warm start
+stayed under 0.01 a token, at a weight of 0.01 a hundredth of the policy loss. Frozen weights
+get no gradient and the KL term's reference pass goes; with checkpointing off (:data:`ROOMY`)
+one iteration takes about half the time (``benchmarks/iteration_time.py``)."""
+CHEAP = [*LORA, *ROOMY]
+"""The fair comparison's recipe on top of :data:`FAIR` (LoRA's optimizer state and gradients
+are small, so the activations kept without checkpointing fit: 4-5 GB)."""
+
 
 def seed_stages(work: Path, s: Settings) -> list[Stage]:
     """The fair comparison on WebShop: each of ``s.seed_estimators`` from the same warm start,
-    once per seed, with identical settings but ``--algo`` and ``--seed`` (:data:`FAIR`), each
+    once per seed, with identical settings but ``--algo`` and ``--seed`` (:data:`FAIR`,
+    :data:`CHEAP`), each
     evaluated on the same held-out goals at the same evaluation seed; seed by seed, so that a
     stopped run leaves whole pairs."""
     warm = work / "warm_start" / "final"
@@ -263,8 +276,10 @@ def seed_stages(work: Path, s: Settings) -> list[Stage]:
         for algo in s.seed_estimators:
             name = f"{algo}_s{seed}"
             folder = work / "seeds" / name
-            cmd = train_command(str(warm), folder, s, algo=algo, seed=seed) + FAIR
-            out += [Stage(f"seeds_{name}", cmd, folder / "final" / "config.json",
+            cmd = train_command(str(warm), folder, s, algo=algo, seed=seed) + FAIR + CHEAP
+            # final/ holds LoRA's adapters (adapter_config.json, read by gagpo eval as a
+            # model); the tokenizer is written last.
+            out += [Stage(f"seeds_{name}", cmd, folder / "final" / "tokenizer_config.json",
                           folder / "metrics.jsonl"),
                     Stage(f"seeds_{name}_eval",
                           eval_command(str(folder / "final"), work / "seeds" / f"eval_{name}", s),
@@ -443,8 +458,9 @@ def seeds_table(work: Path, s: Settings, records: Path | None = None) -> str:
     if not done:
         return ""
     lines = [f"Fair comparison: each estimator from the same warm start, identical settings "
-             f"(`{shlex.join(FAIR)}`), seeds 0-{s.seeds - 1}, on the same {s.goals} held-out "
-             "goals:", "", "| estimator | seed | success % | score x100 |", "|---|---|---|---|"]
+             f"(`{shlex.join(FAIR + CHEAP)}`), seeds 0-{s.seeds - 1}, on the same {s.goals} "
+             "held-out goals:", "", "| estimator | seed | success % | score x100 |",
+             "|---|---|---|---|"]
     for algo, evs in done.items():
         for seed, ev in sorted(evs.items()):
             won = [e.won for e in ev.episodes]
