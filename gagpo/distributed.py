@@ -228,9 +228,28 @@ def parameters_sha256(model: Any) -> str:
     return hasher.hexdigest()
 
 
+def state_misfit(model: Any, state: dict[str, Any]) -> str | None:
+    """Why ``state`` (from :func:`full_state`) cannot be ``model``'s trained parameters, or
+    None: a trained parameter missing, a tensor of another shape, or a name the model lacks (a
+    loose ``load_state_dict`` would skip the first and the last without a word)."""
+    params = dict(model.named_parameters())
+    expected = {n: tuple(p.shape) for n, p in params.items() if p.requires_grad}
+    if missing := sorted(expected.keys() - state.keys()):
+        return f"{len(missing)} trained parameters missing, e.g. {missing[0]}"
+    if foreign := sorted(state.keys() - params.keys()):
+        return f"{len(foreign)} tensors the model does not have, e.g. {foreign[0]}"
+    for n in sorted(state):
+        shape = tuple(getattr(state[n], "shape", ()))
+        if shape != tuple(params[n].shape):
+            return (f"parameters of another shape, e.g. {n} {shape} where the model has "
+                    f"{tuple(params[n].shape)}")
+    return None
+
+
 def load_full_state(model: Any, state: dict[str, torch.Tensor]) -> None:
-    """Load full tensors (from :func:`full_state`) into a sharded or whole model. Under FSDP
-    rank 0's tensors are the ones loaded (the others may pass an empty dict)."""
+    """Load full tensors (from :func:`full_state`) into a sharded or whole model; a
+    ``ValueError`` saying why if they do not fit a whole model (:func:`state_misfit`). Under
+    FSDP rank 0's tensors are the ones loaded (the others may pass an empty dict)."""
     if is_sharded(model):
         from torch.distributed.checkpoint.state_dict import (
             StateDictOptions,
@@ -241,7 +260,9 @@ def load_full_state(model: Any, state: dict[str, torch.Tensor]) -> None:
                              options=StateDictOptions(full_state_dict=True, strict=False,
                                                       broadcast_from_rank0=True))
     else:
-        model.load_state_dict(state, strict=False)
+        if (why := state_misfit(model, state)) is not None:
+            raise ValueError(why)
+        model.load_state_dict(state, strict=False)  # frozen parameters are not in it
 
 
 def optimizer_state(model: Any, optimizer: torch.optim.Optimizer) -> dict[str, Any]:

@@ -17,7 +17,12 @@ from typing import Any
 
 import torch
 
-from gagpo.distributed import load_full_state, parameters_sha256, save_pretrained
+from gagpo.distributed import (
+    load_full_state,
+    parameters_sha256,
+    save_pretrained,
+    state_misfit,
+)
 from gagpo.run_folder import load_checkpoint
 from gagpo.train_config import TrainConfig
 
@@ -41,19 +46,8 @@ def export_checkpoint(run: Path, out: Path) -> dict[str, Any]:
     cfg = TrainConfig(**{k: saved[k] for k in MODEL_SETTINGS if k in saved},
                       gradient_checkpointing="off")
     model, tokenizer = build_model(cfg, torch.device("cpu"))
-    expected = {n: tuple(p.shape) for n, p in model.named_parameters() if p.requires_grad}
-    missing = expected.keys() - set(state["model"])
-    if missing:
-        raise ValueError(f"{ckpt} does not fit {cfg.model} (lora_rank {cfg.lora_rank}): "
-                         f"{len(missing)} parameters missing, e.g. {sorted(missing)[0]}")
-    reshaped = sorted(n for n, shape in expected.items()
-                      if tuple(getattr(state["model"][n], "shape", ())) != shape)
-    if reshaped:  # load_state_dict would stop on it with a traceback
-        n = reshaped[0]
-        raise ValueError(f"{ckpt} does not fit {cfg.model} (lora_rank {cfg.lora_rank}): "
-                         f"{len(reshaped)} parameters of another shape, e.g. {n} "
-                         f"{tuple(getattr(state['model'][n], 'shape', ()))} where the model "
-                         f"has {expected[n]}")
+    if (why := state_misfit(model, state["model"])) is not None:
+        raise ValueError(f"{ckpt} does not fit {cfg.model} (lora_rank {cfg.lora_rank}): {why}")
     load_full_state(model, state["model"])
     save_pretrained(model, tokenizer, out, rank=0)
     record = {"run": str(run), "iteration": state["iteration"],

@@ -434,7 +434,11 @@ def restore(run: Run, state: dict[str, Any]) -> None:
     """The checkpoint's weights into the run (the model's, the critic's, the warm-started
     reference's) and its evaluations. Each part is dropped from ``state`` once loaded: a
     resumed run holds no second copy."""
-    load_full_state(run.model, state.pop("model"))
+    try:
+        load_full_state(run.model, state.pop("model"))
+    except ValueError as e:  # a checkpoint made for another model, or tampered with
+        raise ValueError(f"{run.out / 'checkpoint.pt'} does not fit {run.cfg.model} (lora_rank "
+                         f"{run.cfg.lora_rank}): {e}") from None
     if run.critic is not None:
         run.critic.load(state.pop("critic"))
     if run.ref_model is not None and "reference" in state:

@@ -2,6 +2,7 @@
 with the parameters the trainer had, for runs that finished and runs that are not done."""
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -149,7 +150,7 @@ def _changed(real: dict, *, model=None, **config) -> dict:
 
 @pytest.mark.parametrize("what", ["config says LoRA", "a parameter missing",
                                   "a parameter of another shape", "LoRA weights, no LoRA",
-                                  "a parameter that is no tensor"])
+                                  "a parameter that is no tensor", "a tensor the model lacks"])
 def test_export_refuses_a_checkpoint_whose_weights_do_not_fit_its_model(
         tmp_path, capsys, real_checkpoint, what):
     """The weights must load into the model the checkpoint's settings build: every trained
@@ -166,6 +167,8 @@ def test_export_refuses_a_checkpoint_whose_weights_do_not_fit_its_model(
         payload = _changed(real_checkpoint, model={**weights, name: weights[name][:-1]})
     elif what == "a parameter that is no tensor":
         payload = _changed(real_checkpoint, model={**weights, name: weights[name].tolist()})
+    elif what == "a tensor the model lacks":
+        payload = _changed(real_checkpoint, model={**weights, "lm_head.bias": weights[name]})
     else:
         payload = _changed(real_checkpoint, model={
             k.replace(".weight", ".lora_A.default.weight"): v[:4] for k, v in weights.items()
@@ -181,6 +184,54 @@ def test_export_refuses_a_checkpoint_whose_weights_do_not_fit_its_model(
                 in err), err
     if what == "a parameter that is no tensor":
         assert f"e.g. {name} () where the model has" in err, err
+    if what == "a tensor the model lacks":
+        assert "1 tensors the model does not have, e.g. lm_head.bias" in err, err
+
+
+@pytest.fixture(scope="module")
+def real_run(tmp_path_factory) -> Path:
+    run = tmp_path_factory.mktemp("resumable") / "run"
+    train(_tiny_cfg(run, iterations=1))
+    return run
+
+
+@pytest.mark.parametrize("what", ["a parameter missing", "a parameter of another shape",
+                                  "a tensor the model lacks"])
+def test_resume_refuses_a_checkpoint_whose_weights_do_not_fit(tmp_path, real_run, what):
+    """``--resume`` loads the checkpoint's weights into the model its settings build: a
+    checkpoint that does not fit is refused with what is wrong, before any iteration runs,
+    rather than a run that goes on from the untrained weights it silently kept (a loose
+    load skips missing and unknown names)."""
+    run = tmp_path / "run"
+    shutil.copytree(real_run, run)
+    state = torch.load(run / "checkpoint.pt", weights_only=False)
+    weights = state["model"]
+    name = sorted(weights)[0]
+    if what == "a parameter missing":
+        del weights[name]
+    elif what == "a parameter of another shape":
+        weights[name] = weights[name][:-1]
+    else:
+        weights["model.extra.weight"] = weights[name]
+    torch.save(state, run / "checkpoint.pt")
+    before = (run / "metrics.jsonl").read_text()
+    with pytest.raises(ValueError, match=r"checkpoint\.pt does not fit tiny \(lora_rank 0\): "
+                       + {"a parameter missing": r"1 trained parameters missing, e\.g\. ",
+                          "a parameter of another shape": r"parameters of another shape",
+                          "a tensor the model lacks": r"1 tensors the model does not have"
+                          }[what]):
+        train(_tiny_cfg(run, iterations=2, resume=True))
+    assert (run / "metrics.jsonl").read_text() == before  # nothing trained
+
+
+def test_resume_of_an_intact_checkpoint_goes_on(tmp_path, real_run):
+    """The check above refuses only what does not fit: the same run's own checkpoint
+    resumes (LoRA's adapters-only checkpoints are checked in test_trainer's resume tests)."""
+    run = tmp_path / "run"
+    shutil.copytree(real_run, run)
+    train(_tiny_cfg(run, iterations=2, resume=True))
+    assert [json.loads(x)["iteration"] for x in
+            (run / "metrics.jsonl").read_text().splitlines()] == [1, 2]
 
 
 def test_the_reader_asks_for_the_model_config_and_iteration_only(tmp_path, real_checkpoint):
