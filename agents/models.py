@@ -33,6 +33,7 @@ from typing import Any
 import torch
 
 from gagpo.common.cache import build_once, cache_dir
+from gagpo.common.lora import merge_loaded_adapters
 
 log = logging.getLogger(__name__)
 
@@ -332,7 +333,9 @@ def load_model(
     **from_pretrained_kwargs: Any,
 ) -> tuple[Any, Any]:
     """``(model, tokenizer)`` for a name (see the module docstring), in eval mode on ``device``
-    (default: CUDA when available), the tokenizer padding on the left.
+    (default: CUDA when available), the tokenizer padding on the left. A folder of LoRA
+    adapters (a LoRA run's ``final/``) loads as its base model with the adapters folded in:
+    the model the run trained, at the speed of one without adapters.
 
     Raises:
         FileNotFoundError: ``name_or_path`` names no model this machine can load.
@@ -352,6 +355,7 @@ def load_model(
     model = AutoModelForCausalLM.from_pretrained(
         folder, **_dtype_kwargs(resolve_dtype(dtype)), **from_pretrained_kwargs
     )
+    merge_loaded_adapters(model)
     model.to(torch.device(device) if device is not None else default_device())
     model.eval()
     return model, tokenizer

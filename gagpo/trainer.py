@@ -29,6 +29,7 @@ import torch
 from gagpo.advantages import compute_advantages
 from gagpo.agents.models import bf16_autocast, is_large
 from gagpo.agents.policies.factory import env_kwargs_for
+from gagpo.common.lora import folded_for_sampling
 from gagpo.common.malloc import return_freed_memory
 from gagpo.critic import Critic, CriticStats
 from gagpo.distributed import (
@@ -518,7 +519,7 @@ def play(run: Run, vec: Any, tasks: list, seeds: list[int]) -> tuple[StepTable, 
         sync_engine(run.engine, run.model)
     timed = TimedPolicy(run.engine or run.policy)
     run.model.eval()
-    with torch.no_grad(), full_parameters(run.model), \
+    with torch.no_grad(), full_parameters(run.model), folded_for_sampling(run.model), \
             torch.autocast(run.device.type, dtype=run.amp or torch.bfloat16,
                            enabled=run.amp is not None):
         table = rollout(timed, run.agent, vec, tasks, seeds=seeds)

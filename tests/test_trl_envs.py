@@ -269,3 +269,37 @@ def test_an_episode_cut_by_the_step_limit_ends_unwon_and_random_tasks_follow_the
     with pytest.raises(ValueError, match="^env_kwargs are the server's business when url is "
                                          "given$"):
         WebShopTools(url="http://127.0.0.1:1", max_steps=3)
+
+
+def test_every_alfworld_tool_plays_a_command_the_engine_takes():
+    """Each ALFWorld tool, called where its command is admissible, changes the game as that
+    command does on a fresh env: the expert's plans through the tools (heat, cool, clean and
+    use among them, from games of each task type), with the admissible examine, close, look
+    and inventory of the way played first. A tool that sent another command (or none) would
+    be rejected by the engine, and read "Nothing happens." where the env moved on."""
+    taken: set[str] = set()
+    verbs = tool_names(ALFWorldTools)
+    env, tools = gym.make("ALFWorld-v0", **EXPERT), ALFWorldTools()
+    for task in range(40):
+        if taken == verbs:
+            break
+        obs, info = env.reset(seed=0, options={"task": task})
+        tools.reset(task=task, seed=0)
+        done = False
+        while not done:
+            extra = [a for a in info["admissible_actions"]
+                     if a.split()[0] in {"examine", "close", "look", "inventory"}
+                     and a.split()[0] not in taken]
+            command = extra[0] if extra else info["expert_action"]
+            obs, _, term, trunc, info = env.step(command)
+            text = call_for(tools, command)
+            done = term or trunc
+            assert info["action_valid"], command  # admissible, so taken
+            verb = "go_to" if command.startswith("go to ") else command.split()[0]
+            taken.add(verb)
+            if not done:
+                assert text == _render(obs, info), command
+        assert info["won"] and tools.won
+    tools._shutdown()
+    env.close()
+    assert taken == verbs, verbs - taken

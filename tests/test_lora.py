@@ -1,0 +1,59 @@
+"""LoRA folded into the weights where nothing trains: a LoRA run's rollouts sample from the
+model it trains (folded for the rollout, the frozen weights untouched after), and its
+``final/`` adapters load as the model it trained."""
+
+import torch
+from peft import LoraConfig, get_peft_model
+
+from gagpo.agents.models import TinySpec, load_model, tiny_model_folder
+from gagpo.common.lora import folded_for_sampling
+
+IDS = torch.tensor([[5, 6, 7, 8, 9, 10, 11]])
+
+
+def _lora_model():
+    # init_lora_weights=False: adapters that change the outputs, as after training.
+    return get_peft_model(load_model(tiny_model_folder(TinySpec()))[0], LoraConfig(
+        r=4, lora_alpha=8, target_modules="all-linear", init_lora_weights=False))
+
+
+def test_folded_sampling_computes_the_lora_models_outputs_and_leaves_its_weights():
+    model = _lora_model()
+    frozen = {n: p for n, p in model.named_parameters() if not p.requires_grad}
+    before = {n: p.detach().clone() for n, p in frozen.items()}
+    trainable = {n for n, p in model.named_parameters() if p.requires_grad}
+    plain = load_model(tiny_model_folder(TinySpec()))[0]
+    with torch.no_grad():
+        want = model(input_ids=IDS).logits
+        assert not torch.allclose(want, plain(input_ids=IDS).logits)  # the adapters matter
+        with folded_for_sampling(model):
+            folded = model(input_ids=IDS).logits
+            # one product per layer: no adapter runs inside
+            assert all(m._disable_adapters for m in model.modules() if hasattr(m, "lora_A"))
+        torch.testing.assert_close(folded, want, atol=1e-5, rtol=1e-4)
+        torch.testing.assert_close(model(input_ids=IDS).logits, want)  # adapters on again
+    after = dict(model.named_parameters())
+    for n, p in frozen.items():
+        assert after[n] is p and torch.equal(p, before[n]), n  # the very tensor, unchanged
+    assert {n for n, p in after.items() if p.requires_grad} == trainable
+
+
+def test_a_model_without_adapters_is_left_as_it_is():
+    model = load_model(tiny_model_folder(TinySpec()))[0]
+    weights = dict(model.named_parameters())
+    with torch.no_grad(), folded_for_sampling(model):
+        model(input_ids=IDS)
+    assert dict(model.named_parameters()) == weights
+
+
+def test_a_lora_runs_adapter_folder_loads_as_the_model_it_trained(tmp_path):
+    model = _lora_model()
+    model.save_pretrained(tmp_path)  # what a LoRA run's final/ holds, with its tokenizer
+    load_model(tiny_model_folder(TinySpec()))[1].save_pretrained(tmp_path)
+    assert (tmp_path / "adapter_config.json").exists() and not (tmp_path / "config.json").exists()
+    loaded, _ = load_model(str(tmp_path))
+    assert not any(getattr(m, "merged", True) is False for m in loaded.modules()
+                   if hasattr(m, "lora_A"))  # folded for good
+    with torch.no_grad():
+        torch.testing.assert_close(loaded(input_ids=IDS).logits, model(input_ids=IDS).logits,
+                                   atol=1e-5, rtol=1e-4)
