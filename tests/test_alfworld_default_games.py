@@ -111,25 +111,57 @@ print(json.dumps(out))
 
 
 _NO_WHEEL = r"""
-import sys
+import json, sys
 sys.modules["alfworld"] = None  # not installed: find_spec says None
 import gymnasium as gym
 import gagpo.envs  # noqa: F401
 from gagpo.envs.alfworld.engine import AlfworldMissing
 try:
-    gym.make("ALFWorld-v0")
+    env = gym.make("ALFWorld-v0", request_infos=["expert_action"])
+    obs, info = env.reset(seed=0)
+    while True:
+        obs, r, term, trunc, info = env.step(info["expert_action"])
+        if term or trunc:
+            break
+    print(json.dumps({"won": info["won"]}))
 except AlfworldMissing as e:
-    print(e)
+    print(json.dumps({"error": str(e)}))
 """
 
 
-def test_without_alfworlds_wheel_the_default_games_say_how_to_get_it(tmp_path):
+def _without_alfworld(tmp_path, **env_vars) -> tuple[dict, str]:
     env = {k: v for k, v in os.environ.items() if k != "ALFWORLD_DATA"}
-    env.update(GAGPO_CACHE=str(tmp_path), PYTHONPATH=str(ROOT))
+    env.update(GAGPO_CACHE=str(tmp_path), PYTHONPATH=str(ROOT), **env_vars)
     done = subprocess.run([sys.executable, "-c", _NO_WHEEL], capture_output=True, text=True,
-                          cwd=tmp_path, timeout=120, env=env)
+                          cwd=tmp_path, timeout=300, env=env)
     assert done.returncode == 0, done.stderr[-3000:]
-    assert "pip install --no-deps alfworld==0.4.2 (no compiler" in done.stdout
+    return json.loads(done.stdout.strip().splitlines()[-1]), done.stderr
+
+
+def test_without_alfworld_installed_the_default_games_fetch_its_two_files_once(tmp_path):
+    """A plain ``pip install gagpo``: no ``alfworld`` package. The first ``gym.make`` has
+    pip download ALFWorld 0.4.2's wheel (pure Python, not installed), takes its domain and
+    grammar into the cache, checks their hashes and plays; the next process reads the cache
+    and runs no pip."""
+    first, said = _without_alfworld(tmp_path)
+    assert first == {"won": True}, first
+    assert "fetching alfworld==0.4.2's data/alfred.pddl, data/alfred.twl2 with pip" in said
+    cached = tmp_path / "wheel-files" / "alfworld-0.4.2" / "data"
+    assert sorted(p.name for p in cached.iterdir()) == ["alfred.pddl", "alfred.twl2"]
+    # The next process: the cache alone, so no pip even where it could not download.
+    again, said = _without_alfworld(tmp_path, PIP_CONFIG_FILE=os.devnull, PIP_NO_INDEX="1",
+                                    PIP_FIND_LINKS=str(tmp_path / "nowhere"))
+    assert again == {"won": True} and "fetching" not in said
+
+
+def test_offline_without_alfworld_the_default_games_say_how_to_get_it(tmp_path):
+    """pip cannot download (no index, no links: an offline machine, by pip's own settings):
+    a clear error that names the manual step, no traceback."""
+    out, _ = _without_alfworld(tmp_path, PIP_CONFIG_FILE=os.devnull, PIP_NO_INDEX="1",
+                               PIP_FIND_LINKS=str(tmp_path / "nowhere"))
+    assert "pip could not download alfworld==0.4.2's wheel" in out["error"], out
+    assert "Offline, install it by hand: pip install --no-deps alfworld==0.4.2" in out["error"]
+    assert not (tmp_path / "wheel-files" / "alfworld-0.4.2").exists()  # nothing half-made
 
 
 def test_default_games_play_without_textworld_or_the_planner(tmp_path):

@@ -3,15 +3,16 @@
 The default ALFWorld-style set (seed 0; train 48, valid_seen 24, valid_unseen 24 games) is what
 :mod:`gagpo.envs.alfworld.generator` makes with ALFWorld's data files and fast-downward. It is
 made once, here, and shipped compressed as ``data/default_set.json.gz`` (about 0.3 MB; the
-folder it unpacks to is about 10 MB): for each game its PDDL problem, its ``traj_data.json`` and
-its walkthrough, and the sha256 of the ALFWorld domain and grammar it was made with. The
+folder it unpacks to is about 10 MB): for each game its PDDL problem, its ``traj_data.json``
+and its walkthrough, and the sha256 of the ALFWorld domain and grammar it was made with. The
 domain and grammar themselves are ALFWorld's files and are not shipped: on first use
-:func:`unpack` reads them from the installed ``alfworld`` wheel (a pure-Python wheel, taken
-without its dependencies: ``pip install --no-deps alfworld==0.4.2``, no compiler), checks their
-hashes and writes the games in ALFWorld's layout, each file byte for byte what the generator
-writes (the same writer, :func:`gagpo.envs.alfworld.generator.write_trial`). Licence: the
-problems are derived from ALFWorld's floor plans and constants; ``data/NOTICE`` says what, and
-carries ALFWorld's licence.
+:func:`unpack` reads them from the installed ``alfworld`` package, or else from ALFWorld
+0.4.2's pure-Python wheel, which pip downloads once without installing it
+(:func:`alfworld_files`), checks their hashes and writes the games in ALFWorld's layout, each
+file byte for byte what the generator writes (the same writer,
+:func:`gagpo.envs.alfworld.generator.write_trial`). Licence: the problems are derived from
+ALFWorld's floor plans and constants; ``data/NOTICE`` says what, and carries ALFWorld's
+licence.
 
     python -m gagpo.envs.alfworld.default_set build   # regenerate the archive (gagpo[alfworld])
     python -m gagpo.envs.alfworld.default_set check   # regenerate all and compare with it
@@ -67,28 +68,46 @@ def _sha256(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
+ALFWORLD_VERSION = "0.4.2"
+"""The ALFWorld release whose domain and grammar the default set was made with."""
+ALFWORLD_MEMBERS = ("data/alfred.pddl", "data/alfred.twl2")
+
+
+def _hashes(files: dict[str, bytes]) -> tuple[str, str]:
+    return tuple(_sha256(files[m].decode("utf-8")) for m in ALFWORLD_MEMBERS)  # type: ignore
+
+
 @cache
 def alfworld_files(archive: Path = ARCHIVE) -> tuple[str, str]:
-    """ALFWorld's PDDL domain and text grammar from the installed ``alfworld`` wheel (read as
-    files, the package never imported), checked against the hashes the set was made with.
+    """ALFWorld's PDDL domain and text grammar, checked against the hashes the set was made
+    with: from the installed ``alfworld`` package if its files are those (read as files, the
+    package never imported), else from ALFWorld 0.4.2's wheel, which pip downloads once
+    without installing it (:mod:`gagpo.common.wheel_files`; 0.36 MB, no compiler).
 
     Raises:
-        AlfworldMissing: no ``alfworld`` wheel, or one whose files differ.
+        AlfworldMissing: neither gives the files (offline, with no ``alfworld`` installed).
     """
-    from gagpo.envs.alfworld.engine import AlfworldMissing, domain_text, grammar_text
+    from gagpo.common.wheel_files import WheelFilesMissing, cached_wheel_files, installed_files
+    from gagpo.envs.alfworld.engine import AlfworldMissing
 
-    data = _load(archive)
-    try:
-        domain, grammar = domain_text(), grammar_text()
-    except AlfworldMissing:
+    want = (_load(archive)["domain_sha256"], _load(archive)["grammar_sha256"])
+    files = installed_files("alfworld", ALFWORLD_MEMBERS)
+    if files is None or _hashes(files) != want:  # none, or another release's
+        try:
+            files = cached_wheel_files("alfworld", ALFWORLD_VERSION, "alfworld",
+                                       ALFWORLD_MEMBERS)
+        except WheelFilesMissing as e:
+            raise AlfworldMissing(
+                "ALFWorld-v0's default games read ALFWorld's domain and grammar from its "
+                f"{ALFWORLD_VERSION} wheel, which gagpo fetches with pip on first use: {e}. "
+                f"Offline, install it by hand: pip install --no-deps "
+                f"alfworld=={ALFWORLD_VERSION} (pure Python, no compiler)") from None
+    if _hashes(files) != want:
         raise AlfworldMissing(
-            "ALFWorld-v0's default games take ALFWorld's domain and grammar from its wheel, "
-            "which is pure Python: pip install --no-deps alfworld==0.4.2 (no compiler; "
-            "'gagpo[alfworld]' installs it too, with the reference engine)") from None
-    if (_sha256(domain), _sha256(grammar)) != (data["domain_sha256"], data["grammar_sha256"]):
-        raise AlfworldMissing(
-            "the installed alfworld wheel's alfred.pddl or alfred.twl2 is not the one the "
-            "default games were made with: pip install --no-deps alfworld==0.4.2")
+            f"ALFWorld {ALFWORLD_VERSION}'s alfred.pddl or alfred.twl2 as fetched is not the "
+            "one the default games were made with: remove gagpo's cache of it "
+            "(wheel-files/) and try again")
+    domain, grammar = (files[m].decode("utf-8") for m in ALFWORLD_MEMBERS)
     return domain, grammar
 
 
