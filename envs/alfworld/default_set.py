@@ -73,8 +73,8 @@ ALFWORLD_VERSION = "0.4.2"
 ALFWORLD_MEMBERS = ("data/alfred.pddl", "data/alfred.twl2")
 
 
-def _hashes(files: dict[str, bytes]) -> tuple[str, str]:
-    return tuple(_sha256(files[m].decode("utf-8")) for m in ALFWORLD_MEMBERS)  # type: ignore
+def _hashes(files: dict[str, Path]) -> tuple[str, str]:
+    return tuple(_sha256(files[m].read_text("utf-8")) for m in ALFWORLD_MEMBERS)  # type: ignore
 
 
 @cache
@@ -107,7 +107,7 @@ def alfworld_files(archive: Path = ARCHIVE) -> tuple[str, str]:
             f"ALFWorld {ALFWORLD_VERSION}'s alfred.pddl or alfred.twl2 as fetched is not the "
             "one the default games were made with: remove gagpo's cache of it "
             "(wheel-files/) and try again")
-    domain, grammar = (files[m].decode("utf-8") for m in ALFWORLD_MEMBERS)
+    domain, grammar = (files[m].read_text("utf-8") for m in ALFWORLD_MEMBERS)
     return domain, grammar
 
 
