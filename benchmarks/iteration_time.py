@@ -21,6 +21,8 @@ Recipes (:data:`RECIPES`):
   run: the frozen weights get no gradient (the backward pass computes activation gradients
   only), the KL term's reference pass goes, and checkpointing's second forward pass goes. Why
   it learns as much: :data:`benchmarks.real_model.LORA`.
+* ``lora-one-pass``: ``lora`` with every rollout row in one generation pass (no
+  ``--rollout-batch-tokens`` cap): more padding in each prefill, a slower rollout on a CPU.
 
     python -m benchmarks.iteration_time --model runs/real_model/warm_start/final
     python -m benchmarks.iteration_time --model DIR --recipes today,lora --iterations 2 \\
@@ -47,6 +49,7 @@ RECIPES: dict[str, list[str]] = {
     "today": [],
     "roomy": ROOMY,
     "lora": CHEAP,
+    "lora-one-pass": [*CHEAP, "--rollout-batch-tokens", "0"],
 }
 
 

@@ -259,12 +259,12 @@ rank 1 enough for policy-gradient RL), and no KL term: the first runs' KL to the
 stayed under 0.01 a token, at a weight of 0.01 a hundredth of the policy loss. Frozen weights
 get no gradient and the KL term's reference pass goes; with checkpointing off (:data:`ROOMY`)
 one iteration takes about half the time (``benchmarks/iteration_time.py``)."""
-CHEAP = [*LORA, *ROOMY, "--rollout-batch-tokens", "0"]
+CHEAP = [*LORA, *ROOMY]
 """The fair comparison's recipe on top of :data:`FAIR`: LoRA (:data:`LORA`), its rollouts
 sampled with the adapters folded into the weights (``gagpo.common.lora``), activations kept
-(LoRA's optimizer state and gradients are small), and every rollout row in one generation
-pass (decoding reads every weight once a step whatever the rows; the 16 rows' cache takes
-0.8 GB). The same for every estimator: only time and memory change."""
+(LoRA's optimizer state and gradients are small). Every rollout row in one generation pass
+(``--rollout-batch-tokens 0``) was slower: 165 s against 145 for a rollout (16 rows of
+1,000-token prompts padded in one prefill; ``benchmarks/results/iteration_time/``)."""
 
 
 def seed_stages(work: Path, s: Settings) -> list[Stage]:
