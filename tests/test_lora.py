@@ -38,6 +38,15 @@ def test_folded_sampling_computes_the_lora_models_outputs_and_leaves_its_weights
     assert {n for n, p in after.items() if p.requires_grad} == trainable
 
 
+def test_folded_weights_are_cast_once_per_autocast_region():
+    """Autocast caches its low-precision copy of a leaf that requires grad, for the whole
+    region; a frozen weight would be cast again at every call, every decoding step."""
+    model = _lora_model()
+    with torch.no_grad(), folded_for_sampling(model):
+        bases = [m.get_base_layer() for m in model.modules() if hasattr(m, "lora_A")]
+        assert bases and all(b.weight.requires_grad and b.weight.is_leaf for b in bases)
+
+
 def test_a_model_without_adapters_is_left_as_it_is():
     model = load_model(tiny_model_folder(TinySpec()))[0]
     weights = dict(model.named_parameters())
