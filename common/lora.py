@@ -1,10 +1,10 @@
 """LoRA adapters folded into the weights where nothing trains: rollouts and evaluations.
 
 An unmerged LoRA layer runs three products (the frozen weight, then A and B) and a few more
-kernel calls for every linear layer of every decoding step; on a CPU, where a decoding step of
-a small model is mostly such calls, that made a rollout of SmolLM2-135M 1.7x slower than the
-same rollout without adapters (``benchmarks/iteration_time.py``). Folded, each layer runs one
-product of ``W + scale * B @ A``: the same function up to rounding.
+kernel calls for every linear layer of every decoding step, and under autocast its frozen
+weight is cast again at every call; on a CPU a rollout of SmolLM2-135M took 1.7x as long as
+the same rollout without adapters (``benchmarks/results/iteration_time/``). Folded, each layer
+runs one product of ``W + scale * B @ A``: the same function up to rounding.
 """
 
 from __future__ import annotations
