@@ -17,6 +17,10 @@ import torch
 
 
 def _lora_layers(model: Any) -> list[Any]:
+    # peft's models and transformers' models with loaded adapters carry peft_config: any other
+    # model is not searched, and peft not imported, on every load and rollout.
+    if not hasattr(model, "peft_config"):
+        return []
     try:
         from peft.tuners.lora import LoraLayer
     except ImportError:  # no peft: no adapters

@@ -17,12 +17,7 @@ from typing import Any
 
 import torch
 
-from gagpo.distributed import (
-    load_full_state,
-    parameters_sha256,
-    save_pretrained,
-    state_misfit,
-)
+from gagpo.distributed import load_full_state, parameters_sha256, save_pretrained
 from gagpo.run_folder import load_checkpoint
 from gagpo.train_config import TrainConfig
 
@@ -46,9 +41,11 @@ def export_checkpoint(run: Path, out: Path) -> dict[str, Any]:
     cfg = TrainConfig(**{k: saved[k] for k in MODEL_SETTINGS if k in saved},
                       gradient_checkpointing="off")
     model, tokenizer = build_model(cfg, torch.device("cpu"))
-    if (why := state_misfit(model, state["model"])) is not None:
-        raise ValueError(f"{ckpt} does not fit {cfg.model} (lora_rank {cfg.lora_rank}): {why}")
-    load_full_state(model, state["model"])
+    try:
+        load_full_state(model, state["model"])  # checks the weights fit (state_misfit)
+    except ValueError as e:
+        raise ValueError(f"{ckpt} does not fit {cfg.model} (lora_rank {cfg.lora_rank}): "
+                         f"{e}") from None
     save_pretrained(model, tokenizer, out, rank=0)
     record = {"run": str(run), "iteration": state["iteration"],
               "parameters_sha256": parameters_sha256(model),

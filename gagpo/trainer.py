@@ -17,6 +17,7 @@ checkpoints, step tables, metrics (:mod:`gagpo.run_folder`).
 
 from __future__ import annotations
 
+import contextlib
 import random
 import time
 from dataclasses import dataclass, field, fields, replace
@@ -519,7 +520,9 @@ def play(run: Run, vec: Any, tasks: list, seeds: list[int]) -> tuple[StepTable, 
         sync_engine(run.engine, run.model)
     timed = TimedPolicy(run.engine or run.policy)
     run.model.eval()
-    with torch.no_grad(), full_parameters(run.model), folded_for_sampling(run.model), \
+    # vLLM's engine samples on weights of its own (sync_engine above merged them).
+    folded = folded_for_sampling(run.model) if run.engine is None else contextlib.nullcontext()
+    with torch.no_grad(), full_parameters(run.model), folded, \
             torch.autocast(run.device.type, dtype=run.amp or torch.bfloat16,
                            enabled=run.amp is not None):
         table = rollout(timed, run.agent, vec, tasks, seeds=seeds)

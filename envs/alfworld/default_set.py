@@ -102,11 +102,11 @@ def alfworld_files(archive: Path = ARCHIVE) -> tuple[str, str]:
                 f"{ALFWORLD_VERSION} wheel, which gagpo fetches with pip on first use: {e}. "
                 f"Offline, install it by hand: pip install --no-deps "
                 f"alfworld=={ALFWORLD_VERSION} (pure Python, no compiler)") from None
-    if _hashes(files) != want:
-        raise AlfworldMissing(
-            f"ALFWorld {ALFWORLD_VERSION}'s alfred.pddl or alfred.twl2 as fetched is not the "
-            "one the default games were made with: remove gagpo's cache of it "
-            "(wheel-files/) and try again")
+        if _hashes(files) != want:
+            raise AlfworldMissing(
+                f"ALFWorld {ALFWORLD_VERSION}'s alfred.pddl or alfred.twl2 as fetched is not "
+                "the one the default games were made with: remove gagpo's cache of it "
+                "(wheel-files/) and try again")
     domain, grammar = (files[m].read_text("utf-8") for m in ALFWORLD_MEMBERS)
     return domain, grammar
 
