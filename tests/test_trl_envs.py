@@ -303,3 +303,21 @@ def test_every_alfworld_tool_plays_a_command_the_engine_takes():
     tools._shutdown()
     env.close()
     assert taken == verbs, verbs - taken
+
+
+def test_more_than_fifty_admissible_actions_are_listed_fifty_and_counted():
+    """A crowded ALFWorld room (60 admissible commands after the expert's first step in game
+    30 of the default training games): the model reads the env's first 50, in the env's order,
+    and how many more there are, not the whole list nor a silent cut."""
+    env, tools = gym.make("ALFWorld-v0", **EXPERT), ALFWorldTools()
+    _, info = env.reset(seed=0, options={"task": 30})
+    tools.reset(task=30, seed=0)
+    command = info["expert_action"]
+    obs, _, _, _, info = env.step(command)
+    actions = info["admissible_actions"]
+    assert len(actions) == 60
+    text = call_for(tools, command)
+    assert text == (f"{obs}\n\nAdmissible actions: {', '.join(actions[:50])} (and 10 more)")
+    assert actions[50] not in text.split("Admissible actions: ")[1].split(", ")
+    tools._shutdown()
+    env.close()
