@@ -325,7 +325,11 @@ TARGETS: tuple[Target, ...] = (
         "critic",
         ("gagpo/critic.py",),
         # The FSDP run of PPO (tests/test_trainer.py, torchrun) is left out: minutes a mutant.
-        ("tests/test_ppo.py",),
+        # The two-rank update (padding passes, the loss's scale) runs on the survivors only.
+        ("tests/test_ppo.py", "-k", "not two_ranks"),
+        subprocess_tests=(
+            "tests/test_ppo.py::test_critic_over_two_ranks_updates_like_one_process_on_all_rows",
+        ),
     ),
     Target(
         "OpenEnv server and client",

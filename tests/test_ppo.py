@@ -332,3 +332,26 @@ def test_a_minibatch_of_one_row_steps_on_that_rows_own_loss():
     stats = critic.update(prompts, old, target, epoch_seed=0, amp=None, pad_id=tok.pad_token_id)
     assert stats.value_loss == pytest.approx(float(loss), rel=1e-5)
     assert stats.grad_norm == pytest.approx(want, rel=1e-3)
+
+
+@pytest.mark.parametrize("parallel", ["ddp", "fsdp"])
+def test_critic_over_two_ranks_updates_like_one_process_on_all_rows(tmp_path, parallel):
+    """The critic's update with its rows split unevenly over 2 gloo ranks moves the value
+    model, and measures the gradient, as one process updating on all the rows: each loss
+    divided by the global row count, gradients summed over ranks, FSDP's padding passes (the
+    rank with fewer micro-batches) adding nothing."""
+    from distributed_critic import critic, start_weights, update
+    from two_ranks import run_two_ranks
+
+    c = critic("ddp", world=1)
+    tok = load_model("tiny")[1]
+    grad_norm = update(c, [0, 1, 2, 3, 4, 5], tok.pad_token_id)
+    whole = {k: v.detach() for k, v in c.model.state_dict().items()}
+    saved = run_two_ranks("distributed_critic.py", parallel, tmp_path)
+    assert saved["grad_norm"] == pytest.approx(grad_norm, rel=1e-4)
+    start = start_weights()
+    assert saved["params"].keys() == whole.keys() == start.keys()
+    assert max(float((whole[k] - start[k]).abs().max()) for k in whole
+               if not k.startswith("head")) > 1e-4  # the backbone moved, not only the head
+    for k in whole:
+        torch.testing.assert_close(saved["params"][k], whole[k], atol=2e-5, rtol=1e-4, msg=k)

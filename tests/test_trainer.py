@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from two_ranks import run_two_ranks
 
 from gagpo.agents.models import TinySpec, tiny_model_folder
 from gagpo.agents.policies.vllm import engine_available
@@ -362,18 +363,6 @@ def test_demo_quick_runs_and_prints_intervals(tmp_path, capsys):
     assert "Wilson" in out and "after GAGPO (1 iterations)" in out
 
 
-def _two_ranks(script: str, parallel: str, tmp_path: Path) -> dict:
-    """Run ``tests/<script> <parallel> <out>`` under torchrun on 2 gloo ranks; what rank 0
-    saved to ``out``."""
-    out = tmp_path / f"{parallel}.pt"
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
-           str(ROOT / "tests" / script), parallel, str(out)]
-    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(ROOT))
-    proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=180)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return torch.load(out)
-
-
 @pytest.mark.parametrize("parallel", ["ddp", "fsdp"])
 def test_two_ranks_update_like_one_process_on_the_whole_batch(tmp_path, parallel):
     """The distributed update (rows split unevenly over 2 gloo ranks) gives the parameters of
@@ -398,7 +387,7 @@ def test_two_ranks_update_like_one_process_on_the_whole_batch(tmp_path, parallel
     whole = {n: p.detach() for n, p in model.named_parameters()}
     assert 1.0 < stats.grad_norm < config().max_grad_norm  # clipping ran, did not bind
 
-    saved = _two_ranks("distributed_update.py", parallel, tmp_path)
+    saved = run_two_ranks("distributed_update.py", parallel, tmp_path)
     # The norm clipping sees: over all ranks' gradients (and all shards), summed.
     assert saved["grad_norm"] == pytest.approx(stats.grad_norm, rel=1e-4)
     split = saved["params"]
@@ -454,7 +443,7 @@ def test_bc_over_two_ranks_equals_one_process(tmp_path, parallel):
     model.train()
     nll = behaviour_cloning(model, demonstrations(tok.eos_token_id), config(), world=1,
                             amp=None, pad_id=tok.pad_token_id)
-    saved = _two_ranks("distributed_bc.py", parallel, tmp_path)
+    saved = run_two_ranks("distributed_bc.py", parallel, tmp_path)
     assert saved["nll"] == pytest.approx(nll, rel=1e-5)
     # The cloned models fit the demonstrations alike. (Not parameter by parameter: AdamW
     # divides each gradient by its own scale, so a parameter whose gradient is ~0 moves by

@@ -1,0 +1,77 @@
+"""Run under ``torchrun --nproc_per_node=2``: one critic update of the tiny model's value model
+on fixed rows, split unevenly over the ranks, under ``--parallel`` ddp or fsdp. Rank 0 writes
+the updated weights and the update's gradient norm to ``OUT`` (a .pt file).
+tests/test_ppo.py compares them with one process updating on all the rows."""
+
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+import torch
+from distributed_update import policy
+
+from gagpo.critic import Critic, ValueModel
+from gagpo.distributed import full_state, load_full_state, setup_distributed
+from gagpo.train_config import TrainConfig
+
+PROMPTS = [[5, 6, 7, 8, 9], [11, 12, 13], [20, 21, 22, 23], [30, 31], [33, 34, 35],
+           [33, 34, 35]]
+"""Six steps' prompts, the last two one prompt (copies of a task in one state)."""
+OLD_VALUES = np.array([0.2, -0.1, 0.0, 0.4, 0.1, 0.1])
+TARGETS = np.array([1.0, -2.0, 0.5, 3.0, -1.0, 2.0])
+RANK_ROWS = ([0, 1, 2, 3], [4, 5])
+"""Uneven on purpose: rank 0 cuts its rows into more micro-batches than rank 1, so that under
+FSDP rank 1 runs padding passes to keep the collectives matched."""
+SGD_LR = 0.05
+
+
+def config(parallel: str = "ddp") -> TrainConfig:
+    # Two epochs: the first moves the head, the second passes gradients into the backbone
+    # through it. A clip wide enough that every row's loss has a gradient.
+    return TrainConfig(model="tiny", algo="ppo", parallel=parallel, micro_batch_tokens=12,
+                       value_clip=100.0, ppo_epochs=2, num_minibatches=1, max_grad_norm=1000.0)
+
+
+def start_weights() -> dict[str, torch.Tensor]:
+    """The value model's starting weights, with a head that reads the state (a zero head, the
+    critic's own start, passes no gradient to the backbone)."""
+    model = ValueModel(policy()[0])
+    g = torch.Generator().manual_seed(13)
+    with torch.no_grad():
+        model.head.weight.copy_(0.5 * torch.randn(model.head.weight.shape, generator=g))
+    return {k: v.detach().clone() for k, v in model.state_dict().items()}
+
+
+def critic(parallel: str, world: int) -> Critic:
+    """A critic at :func:`start_weights`, stepped by plain SGD (it moves by exactly ``lr``
+    times the gradient, so an error in the gradients' scale shows; Adam's first step would
+    not)."""
+    model, tok = policy()
+    out = Critic(model, tok, config(parallel), tok, world=world)
+    load_full_state(out.model, start_weights())
+    out.optimizer = torch.optim.SGD([p for p in out.model.parameters() if p.requires_grad],
+                                    lr=SGD_LR)
+    return out
+
+
+def update(c: Critic, rows: list[int], pad_id: int) -> float:
+    """The update on ``rows``; its gradient norm (summed over its optimizer steps)."""
+    stats = c.update([PROMPTS[i] for i in rows], OLD_VALUES[rows], TARGETS[rows],
+                     epoch_seed=0, amp=None, pad_id=pad_id)
+    return stats.grad_norm * c.cfg.ppo_epochs * c.cfg.num_minibatches
+
+
+def main(parallel: str, out: str) -> None:
+    rank, world, _ = setup_distributed()
+    c = critic(parallel, world)
+    grad_norm = update(c, RANK_ROWS[rank], policy()[1].pad_token_id)
+    state = full_state(c.model)
+    if rank == 0:
+        torch.save({"params": state, "grad_norm": grad_norm}, out)
+    torch.distributed.barrier()  # no rank leaves while another still talks to it
+    torch.distributed.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], sys.argv[2])
