@@ -36,7 +36,7 @@ def export_checkpoint(run: Path, out: Path) -> dict[str, Any]:
                                 "--save-every iterations)")
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise ValueError(f"{out} exists and is not an empty folder: choose another --out")
-    state = load_checkpoint(ckpt, map_location="cpu", mmap=True)
+    state = load_checkpoint(ckpt, mmap=True)
     saved = state["config"]
     cfg = TrainConfig(**{k: saved[k] for k in MODEL_SETTINGS if k in saved},
                       gradient_checkpointing="off")

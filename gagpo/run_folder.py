@@ -189,14 +189,17 @@ def save_checkpoint(path: Path, **payload: Any) -> None:
 
 
 def load_checkpoint(path: Path, **load_args: Any) -> dict[str, Any]:
-    """What :func:`save_checkpoint` wrote (``load_args`` go to ``torch.load``). A damaged file,
-    or one that is not a gagpo training checkpoint, is a ``ValueError`` that names it."""
+    """What :func:`save_checkpoint` wrote, its tensors on the CPU whatever device wrote them
+    (a GPU run's checkpoint resumes or exports on any machine, and no rank's copy lands on the
+    GPU that saved it; the model's load moves them to its own device). ``load_args`` go to
+    ``torch.load``. A damaged file, or one that is not a gagpo training checkpoint, is a
+    ``ValueError`` that names it."""
     import pickle
 
     import torch
 
     try:
-        state = torch.load(path, weights_only=False, **load_args)
+        state = torch.load(path, weights_only=False, **{"map_location": "cpu", **load_args})
     except (RuntimeError, EOFError, pickle.UnpicklingError) as e:
         raise ValueError(f"{path} is not a checkpoint torch can read ({e})") from e
     if not isinstance(state, dict) or not {"model", "config", "iteration"} <= state.keys():

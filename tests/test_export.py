@@ -1,6 +1,7 @@
 """``gagpo export``: a run's checkpoint as a model folder that evaluation and training read,
 with the parameters the trainer had, for runs that finished and runs that are not done."""
 
+import contextlib
 import json
 import shutil
 from pathlib import Path
@@ -224,14 +225,56 @@ def test_resume_refuses_a_checkpoint_whose_weights_do_not_fit(tmp_path, real_run
     assert (run / "metrics.jsonl").read_text() == before  # nothing trained
 
 
-def test_resume_of_an_intact_checkpoint_goes_on(tmp_path, real_run):
+@contextlib.contextmanager
+def saving_as_a_gpu_does():
+    """``torch.save`` tags every tensor's storage ``cuda:0``, as a checkpoint a GPU run wrote
+    has it (through torch's own registry of location tags, ahead of its CPU tagger). Loaded
+    as it is on a machine without CUDA, such a file fails; on one with CUDA it lands on GPU 0."""
+    from torch import serialization
+
+    entry = (0, lambda storage: "cuda:0", lambda storage, location: None)
+    serialization._package_registry.insert(0, entry)
+    try:
+        yield
+    finally:
+        serialization._package_registry.remove(entry)
+
+
+def _written_on_a_gpu(run: Path) -> None:
+    state = torch.load(run / "checkpoint.pt", weights_only=False)
+    with saving_as_a_gpu_does():
+        torch.save(state, run / "checkpoint.pt")
+    if not torch.cuda.is_available():  # the file really is a GPU's
+        with pytest.raises(RuntimeError, match="CUDA"):
+            torch.load(run / "checkpoint.pt", weights_only=False)
+
+
+@pytest.mark.parametrize("where", ["here", "on a GPU"])
+def test_resume_of_an_intact_checkpoint_goes_on(tmp_path, real_run, where):
     """The check above refuses only what does not fit: the same run's own checkpoint
-    resumes (LoRA's adapters-only checkpoints are checked in test_trainer's resume tests)."""
+    resumes (LoRA's adapters-only checkpoints are checked in test_trainer's resume tests),
+    also when a GPU wrote it: its tensors are read onto the CPU, then into the model."""
     run = tmp_path / "run"
     shutil.copytree(real_run, run)
+    if where == "on a GPU":
+        _written_on_a_gpu(run)
+        state = load_checkpoint(run / "checkpoint.pt")
+        assert {t.device.type for t in state["model"].values()} == {"cpu"}
     train(_tiny_cfg(run, iterations=2, resume=True))
     assert [json.loads(x)["iteration"] for x in
             (run / "metrics.jsonl").read_text().splitlines()] == [1, 2]
+
+
+def test_export_of_a_checkpoint_a_gpu_wrote_is_the_same_model(tmp_path, real_run):
+    """``gagpo export`` on a machine without the GPU that wrote the checkpoint: the same
+    weights as the export of the same checkpoint written here."""
+    gpu = tmp_path / "gpu"
+    shutil.copytree(real_run, gpu)
+    _written_on_a_gpu(gpu)
+    assert main(["export", str(real_run), "--out", str(tmp_path / "a")]) == 0
+    assert main(["export", str(gpu), "--out", str(tmp_path / "b")]) == 0
+    a, b = _loaded(tmp_path / "a"), _loaded(tmp_path / "b")
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
 
 
 def test_the_reader_asks_for_the_model_config_and_iteration_only(tmp_path, real_checkpoint):
