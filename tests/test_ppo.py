@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from two_ranks import TWO_RANKS, run_two_ranks
 
 from gagpo.agents.models import load_model
 from gagpo.critic import Critic, value_loss
@@ -334,6 +335,7 @@ def test_a_minibatch_of_one_row_steps_on_that_rows_own_loss():
     assert stats.grad_norm == pytest.approx(want, rel=1e-3)
 
 
+@TWO_RANKS
 @pytest.mark.parametrize("parallel", ["ddp", "fsdp"])
 def test_critic_over_two_ranks_updates_like_one_process_on_all_rows(tmp_path, parallel):
     """The critic's update with its rows split unevenly over 2 gloo ranks moves the value
@@ -341,7 +343,6 @@ def test_critic_over_two_ranks_updates_like_one_process_on_all_rows(tmp_path, pa
     divided by the global row count, gradients summed over ranks, FSDP's padding passes (the
     rank with fewer micro-batches) adding nothing."""
     from distributed_critic import critic, start_weights, update
-    from two_ranks import run_two_ranks
 
     c = critic("ddp", world=1)
     tok = load_model("tiny")[1]

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from two_ranks import run_two_ranks
+from two_ranks import TWO_RANKS, run_two_ranks, torchrun_train
 
 from gagpo.agents.models import TinySpec, tiny_model_folder
 from gagpo.agents.policies.vllm import engine_available
@@ -269,21 +269,10 @@ def test_fsdp_without_torchrun_is_a_clear_error(tmp_path, capsys):
     assert "runs under torchrun" in capsys.readouterr().err
 
 
-def _torchrun_train(out: Path, *extra: str) -> str:
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
-           "-m", "gagpo.cli", "train", "--model", "tiny", "--n-groups", "2", "--group-size",
-           "2", "--max-steps", "3", "--max-new-tokens", "8", "--history-length", "0",
-           "--eval-episodes", "2", "--eval-batch", "1", "--lr", "1e-3",
-           "--no-tensorboard", "--no-progress", "--out-dir", str(out), *extra]
-    env = dict(os.environ, OMP_NUM_THREADS="1")
-    proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=180)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return proc.stdout
-
-
+@TWO_RANKS
 def test_torchrun_two_cpu_ranks_keep_identical_parameters(tmp_path):
     out = tmp_path / "ddp"
-    printed = _torchrun_train(out, "--iterations", "2")
+    printed = torchrun_train(out, "--iterations", "2")
     digests = json.loads((out / "parameter_digests.json").read_text())
     assert len(digests) == 2 and digests[0] == digests[1]
     # The held-out evaluations (sharded over the ranks) are printed once and saved.
@@ -298,12 +287,13 @@ def test_torchrun_two_cpu_ranks_keep_identical_parameters(tmp_path):
 
 
 @needs_vllm_engine
+@TWO_RANKS
 def test_vllm_generation_under_torchrun_two_ranks(tmp_path):
     """Each rank samples its groups with an engine of its own, which receives the shared
     model's weights: parameters stay identical across ranks and the engines' log-probs are
     the trained model's."""
     out = tmp_path / "vllm"
-    _torchrun_train(out, "--iterations", "2", "--model", tiny_model_folder(VLLM_TINY),
+    torchrun_train(out, "--iterations", "2", "--model", tiny_model_folder(VLLM_TINY),
                     "--lora-rank", "8", "--generation", "vllm", "--eval-episodes", "0",
                     "--vllm-kwargs", json.dumps(VLLM_ENGINE_KWARGS))
     digests = json.loads((out / "parameter_digests.json").read_text())
@@ -312,14 +302,15 @@ def test_vllm_generation_under_torchrun_two_ranks(tmp_path):
     assert [m["rollout/logprob_gap"] < 1e-3 for m in metrics] == [True, True]
 
 
+@TWO_RANKS
 def test_torchrun_fsdp_trains_saves_and_resumes_to_the_same_parameters(tmp_path):
     """FSDP on 2 gloo ranks: a run checkpoints the gathered model and optimizer, resuming
     from iteration 1 reaches the uninterrupted run's parameters, the final model is a
     transformers folder, and parameter_digests.json holds the gathered model's one digest."""
     whole, split = tmp_path / "whole", tmp_path / "split"
-    _torchrun_train(whole, "--parallel", "fsdp", "--iterations", "2")
-    _torchrun_train(split, "--parallel", "fsdp", "--iterations", "1")
-    _torchrun_train(split, "--parallel", "fsdp", "--iterations", "2", "--resume")
+    torchrun_train(whole, "--parallel", "fsdp", "--iterations", "2")
+    torchrun_train(split, "--parallel", "fsdp", "--iterations", "1")
+    torchrun_train(split, "--parallel", "fsdp", "--iterations", "2", "--resume")
     a, b = _params(whole), _params(split)
     assert a.keys() == b.keys() and len(a) > 0
     assert all(torch.equal(a[k], b[k]) for k in a)
@@ -334,6 +325,7 @@ def test_torchrun_fsdp_trains_saves_and_resumes_to_the_same_parameters(tmp_path)
         torch.testing.assert_close(p.detach(), a[name])
 
 
+@TWO_RANKS
 def test_torchrun_fsdp_ppo_resumes_to_the_same_policy_and_critic(tmp_path):
     """PPO under FSDP on 2 gloo ranks: the critic is sharded with the policy, its gathered
     weights and optimizer are checkpointed, and a resumed run reaches the uninterrupted one's
@@ -341,9 +333,9 @@ def test_torchrun_fsdp_ppo_resumes_to_the_same_policy_and_critic(tmp_path):
     whole, split = tmp_path / "whole", tmp_path / "split"
     ppo = ("--parallel", "fsdp", "--algo", "ppo", "--eval-episodes", "0",
            "--invalid-penalty-target", "return", "--critic-lr", "1e-3")
-    _torchrun_train(whole, *ppo, "--iterations", "2")
-    _torchrun_train(split, *ppo, "--iterations", "1")
-    _torchrun_train(split, *ppo, "--iterations", "2", "--resume")
+    torchrun_train(whole, *ppo, "--iterations", "2")
+    torchrun_train(split, *ppo, "--iterations", "1")
+    torchrun_train(split, *ppo, "--iterations", "2", "--resume")
     a = torch.load(whole / "checkpoint.pt", weights_only=False)
     b = torch.load(split / "checkpoint.pt", weights_only=False)
     for key in ("model", "critic"):
@@ -364,6 +356,7 @@ def test_demo_quick_runs_and_prints_intervals(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("parallel", ["ddp", "fsdp"])
+@TWO_RANKS
 def test_two_ranks_update_like_one_process_on_the_whole_batch(tmp_path, parallel):
     """The distributed update (rows split unevenly over 2 gloo ranks) gives the parameters of
     one process updating on all the rows: gradients are summed over ranks against the global
@@ -430,6 +423,7 @@ def test_packed_update_moves_the_parameters_as_the_padded_update_does():
 
 
 @pytest.mark.parametrize("parallel", ["ddp", "fsdp"])
+@TWO_RANKS
 def test_bc_over_two_ranks_equals_one_process(tmp_path, parallel):
     """The warm start with its demonstrations split unevenly over 2 gloo ranks clones to the
     parameters, and reports the NLL, of one process cloning on all of them (gradients summed
@@ -462,12 +456,13 @@ def test_bc_over_two_ranks_equals_one_process(tmp_path, parallel):
     assert fit(split) == pytest.approx(fit(model), rel=1e-3) and fit(model) < start - 1.0
 
 
+@TWO_RANKS
 def test_torchrun_fsdp_with_lora_score_mode_and_warm_start(tmp_path):
     """The other FSDP path: LoRA adapters on a sharded base, a warm start with a different
     number of demonstrations per rank, score-mode rollouts; the checkpoint and the final
     folder hold the adapters only."""
     out = tmp_path / "fsdp_lora"
-    _torchrun_train(out, "--parallel", "fsdp", "--lora-rank", "4", "--mode", "score",
+    torchrun_train(out, "--parallel", "fsdp", "--lora-rank", "4", "--mode", "score",
                     "--bc-episodes", "3", "--iterations", "1", "--max-steps", "4")
     state = _params(out)
     assert state and all(".lora_" in k for k in state)
