@@ -186,6 +186,12 @@ def test_gagpo_serve_env_serves_on_loopback_and_refuses_other_addresses(tmp_path
         assert eventually(lambda: _health(port), timeout=60), proc.stdout
         with GagpoEnvClient(base_url=f"http://127.0.0.1:{port}").sync() as client:
             assert client.reset(task=0).observation.admissible_actions
+        # A second server on the same port: a clear error, not uvicorn's log and exit 1.
+        taken = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+        assert taken.returncode == 2, taken.stderr
+        assert (f"gagpo serve env cannot listen on 127.0.0.1:{port}: port {port} is in use"
+                in taken.stderr)
+        assert _health(port)  # the first one still serves
     finally:
         proc.terminate()
         proc.wait(timeout=30)

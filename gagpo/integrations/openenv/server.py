@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from gagpo.common.addresses import is_loopback
+from gagpo.common.addresses import is_loopback, listen_error
 from gagpo.integrations.openenv.app import DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_SESSIONS, build_app
 from gagpo.integrations.openenv.environment import ServedEnv
 
@@ -46,6 +46,20 @@ class RunningServer:
         return len(self.app.sessions)
 
 
+def _bound_socket(command: str, host: str, port: int) -> socket.socket:
+    """A socket bound to ``host:port`` (``port`` 0: a free one), which uvicorn then listens
+    on; a port in use or an address not this machine's is ``command``'s clear ValueError
+    (:func:`gagpo.common.addresses.listen_error`)."""
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as e:
+        sock.close()
+        raise listen_error(command, host, port, e) from None
+    return sock
+
+
 @contextlib.contextmanager
 def running_server(env_id: str, env_kwargs: dict[str, Any] | None = None, *,
                    host: str = "127.0.0.1", port: int = 0,
@@ -57,11 +71,9 @@ def running_server(env_id: str, env_kwargs: dict[str, Any] | None = None, *,
     one, bound before the server starts, so no other process can take it in between)."""
     import uvicorn
 
+    sock = _bound_socket("running_server", host, port)
     served = ServedEnv(env_id, dict(env_kwargs or {}), max_action_chars)
     app = build_app(served, max_sessions, idle_timeout)
-    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind((host, port))
     server = uvicorn.Server(_uvicorn_config(app, max_message_bytes))
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True,
                               name=f"openenv-{env_id}")
@@ -99,6 +111,7 @@ def serve(env_id: str, env_kwargs: dict[str, Any] | None = None, *, host: str = 
                 "with its own limits), or keep the default 127.0.0.1")
         print(f"warning: serving on {host}, reachable from other machines; anyone who can "
               "connect can open sessions (up to --max-sessions)", file=sys.stderr, flush=True)
+    sock = _bound_socket("gagpo serve env", host, port)  # a taken port fails before the env loads
     served = ServedEnv(env_id, dict(env_kwargs or {}), max_action_chars)
     app = build_app(served, max_sessions, idle_timeout)
     shown = f"[{host}]" if ":" in host else host
@@ -107,4 +120,7 @@ def serve(env_id: str, env_kwargs: dict[str, Any] | None = None, *, host: str = 
           f"{', '.join(served.splits)}): ws://{shown}:{port}/ws\n"
           f"  up to {max_sessions} sessions, idle ones closed after {idle_timeout} s; "
           f"tasks: http://{shown}:{port}/{env_id}/splits", flush=True)
-    uvicorn.Server(_uvicorn_config(app, max_message_bytes, host=host, port=port)).run()
+    try:
+        uvicorn.Server(_uvicorn_config(app, max_message_bytes)).run(sockets=[sock])
+    finally:
+        sock.close()
