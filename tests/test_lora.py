@@ -40,11 +40,17 @@ def test_folded_sampling_computes_the_lora_models_outputs_and_leaves_its_weights
 
 def test_folded_weights_are_cast_once_per_autocast_region():
     """Autocast caches its low-precision copy of a leaf that requires grad, for the whole
-    region; a frozen weight would be cast again at every call, every decoding step."""
+    region; a frozen weight would be cast again at every call, every decoding step: the
+    folded layers' and the weights LoRA froze outside them (the tied embedding, which is the
+    output layer), given back frozen after."""
     model = _lora_model()
+    frozen = {n for n, p in model.named_parameters() if not p.requires_grad}
+    assert any("embed_tokens" in n for n in frozen)
     with torch.no_grad(), folded_for_sampling(model):
         bases = [m.get_base_layer() for m in model.modules() if hasattr(m, "lora_A")]
         assert bases and all(b.weight.requires_grad and b.weight.is_leaf for b in bases)
+        assert all(p.requires_grad for p in model.parameters())
+    assert {n for n, p in model.named_parameters() if not p.requires_grad} == frozen
 
 
 def test_a_model_without_adapters_is_left_as_it_is():
@@ -63,6 +69,9 @@ def test_a_lora_runs_adapter_folder_loads_as_the_model_it_trained(tmp_path):
     loaded, _ = load_model(str(tmp_path))
     assert not any(getattr(m, "merged", True) is False for m in loaded.modules()
                    if hasattr(m, "lora_A"))  # folded for good
+    # Every weight requires grad, as in a model loaded without adapters: autocast casts each
+    # once per region (peft had frozen all but the adapters, the output layer among them).
+    assert all(p.requires_grad for p in loaded.parameters())
     with torch.no_grad():
         torch.testing.assert_close(loaded(input_ids=IDS).logits, model(input_ids=IDS).logits,
                                    atol=1e-5, rtol=1e-4)
