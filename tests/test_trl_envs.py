@@ -308,19 +308,27 @@ def test_every_alfworld_tool_plays_a_command_the_engine_takes():
     assert taken == verbs, verbs - taken
 
 
-def test_more_than_fifty_admissible_actions_are_listed_fifty_and_counted():
-    """A crowded ALFWorld room (60 admissible commands after the expert's first step in game
-    30 of the default training games): the model reads the env's first 50, in the env's order,
-    and how many more there are, not the whole list nor a silent cut."""
+@pytest.mark.parametrize("split, task, commands, count, more", [
+    ("train", 30, [None], 60, " (and 10 more)"),
+    ("valid_seen", 9, [None], 50, ""),
+    ("valid_seen", 9, ["go to stoveburner 3", "take pot 1 from stoveburner 4"], 51,
+     " (and 1 more)"),
+])
+def test_up_to_fifty_admissible_actions_are_listed_and_the_rest_counted(
+        split, task, commands, count, more):
+    """Crowded ALFWorld rooms of the default games (``None``: the expert's command): the model
+    reads the env's first 50 admissible commands, in the env's order, and how many more
+    there are; 50 exactly are all listed, with no count; not the whole list nor a silent
+    cut."""
     env, tools = gym.make("ALFWorld-v0", **EXPERT), ALFWorldTools()
-    _, info = env.reset(seed=0, options={"task": 30})
-    tools.reset(task=30, seed=0)
-    command = info["expert_action"]
-    obs, _, _, _, info = env.step(command)
+    _, info = env.reset(seed=0, options={"task": task, "split": split})
+    tools.reset(task=task, split=split, seed=0)
+    for command in commands:
+        command = command or info["expert_action"]
+        obs, _, _, _, info = env.step(command)
+        text = call_for(tools, command)
     actions = info["admissible_actions"]
-    assert len(actions) == 60
-    text = call_for(tools, command)
-    assert text == (f"{obs}\n\nAdmissible actions: {', '.join(actions[:50])} (and 10 more)")
-    assert actions[50] not in text.split("Admissible actions: ")[1].split(", ")
+    assert len(actions) == count
+    assert text == f"{obs}\n\nAdmissible actions: {', '.join(actions[:50])}{more}"
     tools._shutdown()
     env.close()
