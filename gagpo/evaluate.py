@@ -310,13 +310,15 @@ def evaluate_model(model: Any, agent: Any, tasks: Sequence[Any], *, rank: int, w
     :func:`summarise`) on ``tasks``, played at ``temperature`` by the model being trained.
 
     Each of ``world`` ranks plays its share (``tasks[rank::world]``, :func:`play_in_batches`),
-    in eval mode, under ``amp`` autocast, with FSDP shards gathered; the summary is over all
-    of them. The policy is ``new_policy(seed)`` (a transformers policy on ``model``), or the
+    in eval mode, under ``amp`` autocast, with FSDP shards gathered and LoRA's adapters
+    folded into the weights (:func:`gagpo.common.lora.folded_for_sampling`); the summary is
+    over all of them. The policy is ``new_policy(seed)`` (a transformers policy on ``model``), or the
     rollout ``engine`` (vLLM) given the model's current weights; either way ``seed`` is the
     evaluation's own, so that evaluating never moves the training run's random streams.
     """
     import torch
 
+    from gagpo.common.lora import folded_for_sampling
     from gagpo.distributed import full_parameters, gather_objects
 
     mine = list(tasks)[rank::world]
@@ -330,7 +332,9 @@ def evaluate_model(model: Any, agent: Any, tasks: Sequence[Any], *, rank: int, w
     else:
         settings = contextlib.nullcontext(new_policy(seed))
     device_type = next(model.parameters()).device.type
-    with settings as policy, torch.no_grad(), full_parameters(model), \
+    # LoRA's adapters folded into the weights, as for the rollouts (vLLM has its own copy).
+    folded = folded_for_sampling(model) if engine is None else contextlib.nullcontext()
+    with settings as policy, torch.no_grad(), full_parameters(model), folded, \
             torch.autocast(device_type, dtype=amp or torch.bfloat16, enabled=amp is not None):
         batches = play_in_batches(policy, agent, mine, batch=batch, new_vec=new_vec)
         episodes = [e for _, table in batches for e in table.episodes()]

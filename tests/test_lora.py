@@ -75,3 +75,27 @@ def test_a_lora_runs_adapter_folder_loads_as_the_model_it_trained(tmp_path):
     with torch.no_grad():
         torch.testing.assert_close(loaded(input_ids=IDS).logits, model(input_ids=IDS).logits,
                                    atol=1e-5, rtol=1e-4)
+
+
+def test_a_lora_runs_held_out_evaluation_plays_the_folded_model(tmp_path):
+    """The trainer's evaluations sample as its rollouts do: every call of a LoRA layer while
+    a LoRA run evaluates runs its base layer alone, on the folded weight."""
+    from peft.tuners.lora import LoraLayer
+
+    from gagpo.train_config import TrainConfig
+    from gagpo.trainer import train
+
+    calls: list[bool] = []
+
+    def record(module, args, output):
+        if isinstance(module, LoraLayer):
+            calls.append(module._disable_adapters)
+
+    hook = torch.nn.modules.module.register_module_forward_hook(record)
+    try:
+        train(TrainConfig(model="tiny", lora_rank=4, iterations=0, eval_episodes=2,
+                          eval_batch=2, max_steps=2, max_new_tokens=4, history_length=0,
+                          tensorboard=False, progress=False, out_dir=str(tmp_path)))
+    finally:
+        hook.remove()
+    assert calls and all(calls), f"{calls.count(False)} of {len(calls)} calls unfolded"
