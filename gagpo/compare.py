@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -28,7 +28,13 @@ import numpy.typing as npt
 from scipy import stats
 
 from gagpo.common.numbers import check_number
-from gagpo.evaluate import EPISODES_FILE, wilson
+from gagpo.evaluate import (
+    EPISODES_FILE,
+    bootstrap_interval,
+    episode_ratio_interval,
+    ratio_or_nan,
+    wilson,
+)
 from gagpo.run_folder import read_json, write_json
 from gagpo.viewer.data import EVAL_FILE, Run, eval_episodes
 
@@ -67,44 +73,10 @@ def paired_t(d: npt.ArrayLike) -> PairedT:
     return PairedT(mean, mean - half, mean + half, p)
 
 
-def bootstrap_interval(n: int, statistic: Callable[[np.ndarray], np.ndarray], *,
-                       n_boot: int, seed: int) -> tuple[float, float]:
-    """95% percentile interval of ``statistic`` over ``n_boot`` resamples (with replacement)
-    of ``n`` units. ``statistic`` maps an (k, n) array of unit indices, one resample a row, to
-    k values. The resamples come from ``numpy.random.default_rng(seed)``, drawn in chunks of
-    bounded memory: one seed, one interval."""
-    if n < 1:
-        raise ValueError("a bootstrap needs at least one unit")
-    rng = np.random.default_rng(seed)
-    rows = max(1, 2_000_000 // n)
-    values = []
-    for start in range(0, n_boot, rows):
-        idx = rng.integers(0, n, size=(min(rows, n_boot - start), n))
-        values.append(np.asarray(statistic(idx), float))
-    lo, hi = np.nanpercentile(np.concatenate(values), [2.5, 97.5])
-    return float(lo), float(hi)
-
-
 def paired_bootstrap_mean(d: npt.ArrayLike, *, n_boot: int, seed: int) -> tuple[float, float]:
     """95% paired bootstrap interval of the mean per-goal difference: goals resampled."""
     d = np.asarray(d, float)
     return bootstrap_interval(len(d), lambda idx: d[idx].mean(axis=1), n_boot=n_boot, seed=seed)
-
-
-def _ratio(num: np.ndarray, den: np.ndarray) -> np.ndarray:
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return np.where(den > 0, num / np.where(den > 0, den, 1), np.nan)
-
-
-def episode_ratio_interval(good: npt.ArrayLike, steps: npt.ArrayLike, *, n_boot: int,
-                           seed: int) -> tuple[float, float]:
-    """95% interval of a step rate sum(good) / sum(steps) resampling whole episodes (one
-    entry of ``good`` and ``steps`` per episode): steps of one episode move together, so the
-    episode, not the step, is the independent unit."""
-    good, steps = np.asarray(good, float), np.asarray(steps, float)
-    return bootstrap_interval(
-        len(good), lambda idx: _ratio(good[idx].sum(axis=1), steps[idx].sum(axis=1)),
-        n_boot=n_boot, seed=seed)
 
 
 def paired_ratio_interval(good_a: npt.ArrayLike, steps_a: npt.ArrayLike,
@@ -115,8 +87,8 @@ def paired_ratio_interval(good_a: npt.ArrayLike, steps_a: npt.ArrayLike,
     episodes of both sides together."""
     ga, sa, gb, sb = (np.asarray(x, float) for x in (good_a, steps_a, good_b, steps_b))
     return bootstrap_interval(
-        len(ga), lambda idx: (_ratio(gb[idx].sum(axis=1), sb[idx].sum(axis=1))
-                              - _ratio(ga[idx].sum(axis=1), sa[idx].sum(axis=1))),
+        len(ga), lambda idx: (ratio_or_nan(gb[idx].sum(axis=1), sb[idx].sum(axis=1))
+                              - ratio_or_nan(ga[idx].sum(axis=1), sa[idx].sum(axis=1))),
         n_boot=n_boot, seed=seed)
 
 

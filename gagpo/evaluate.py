@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import numpy.typing as npt
 from tqdm import tqdm
 
 from gagpo.agents.policies.factory import (
@@ -73,10 +74,47 @@ def mean_interval(x: np.ndarray) -> tuple[float, float, float]:
     return m, max(0.0, m - half), min(1.0, m + half)
 
 
+def bootstrap_interval(n: int, statistic: Callable[[np.ndarray], np.ndarray], *,
+                       n_boot: int, seed: int) -> tuple[float, float]:
+    """95% percentile interval of ``statistic`` over ``n_boot`` resamples (with replacement)
+    of ``n`` units. ``statistic`` maps an (k, n) array of unit indices, one resample a row, to
+    k values. The resamples come from ``numpy.random.default_rng(seed)``, drawn in chunks of
+    bounded memory: one seed, one interval."""
+    if n < 1:
+        raise ValueError("a bootstrap needs at least one unit")
+    rng = np.random.default_rng(seed)
+    rows = max(1, 2_000_000 // n)
+    values = []
+    for start in range(0, n_boot, rows):
+        idx = rng.integers(0, n, size=(min(rows, n_boot - start), n))
+        values.append(np.asarray(statistic(idx), float))
+    lo, hi = np.nanpercentile(np.concatenate(values), [2.5, 97.5])
+    return float(lo), float(hi)
+
+
+def ratio_or_nan(num: np.ndarray, den: np.ndarray) -> np.ndarray:
+    """``num / den`` elementwise, NaN where ``den`` is 0."""
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(den > 0, num / np.where(den > 0, den, 1), np.nan)
+
+
+def episode_ratio_interval(good: npt.ArrayLike, steps: npt.ArrayLike, *, n_boot: int,
+                           seed: int) -> tuple[float, float]:
+    """95% interval of a step rate sum(good) / sum(steps) resampling whole episodes (one
+    entry of ``good`` and ``steps`` per episode): steps of one episode move together, so the
+    episode, not the step, is the independent unit."""
+    good, steps = np.asarray(good, float), np.asarray(steps, float)
+    return bootstrap_interval(
+        len(good), lambda idx: ratio_or_nan(good[idx].sum(axis=1), steps[idx].sum(axis=1)),
+        n_boot=n_boot, seed=seed)
+
+
 def summarise(episodes: list[dict[str, Any]]) -> dict[str, Any]:
     """Per task type and overall: episodes, success rate and mean score with 95% intervals,
     mean length, and over the steps the shares of well-formed replies and of admissible
-    actions (Wilson intervals; a step's rows are not independent, so read them as rough)."""
+    actions, their 95% intervals resampling whole episodes (:func:`episode_ratio_interval`,
+    10,000 resamples, seed 0): the steps of one episode are not independent, and an interval
+    that counted them as such would be too narrow."""
     by_type: dict[str, list[dict]] = defaultdict(list)
     for e in episodes:
         by_type[e["task_type"]].append(e)
@@ -92,11 +130,13 @@ def summarise(episodes: list[dict[str, Any]]) -> dict[str, Any]:
             "mean_length": float(np.mean([e["length"] for e in group])) if group else 0.0,
             "failed": sum(bool(e["failed"]) for e in group),
         }
-        steps = sum(e["length"] for e in group)
+        lengths = np.asarray([e["length"] for e in group], float)
         for key, bad in (("well_formed", "malformed_replies"), ("admissible", "invalid_actions")):
-            good = steps - sum(e[bad] for e in group)
-            rows[name][key] = good / max(1, steps)
-            rows[name][f"{key}_ci95"] = list(wilson(good, steps))
+            good = lengths - np.asarray([e[bad] for e in group], float)
+            rows[name][key] = float(good.sum()) / max(1.0, float(lengths.sum()))
+            rows[name][f"{key}_ci95"] = (
+                list(episode_ratio_interval(good, lengths, n_boot=10_000, seed=0))
+                if lengths.sum() > 0 else [0.0, 0.0])
     return rows
 
 
@@ -312,9 +352,10 @@ def evaluate_model(model: Any, agent: Any, tasks: Sequence[Any], *, rank: int, w
     Each of ``world`` ranks plays its share (``tasks[rank::world]``, :func:`play_in_batches`),
     in eval mode, under ``amp`` autocast, with FSDP shards gathered and LoRA's adapters
     folded into the weights (:func:`gagpo.common.lora.folded_for_sampling`); the summary is
-    over all of them. The policy is ``new_policy(seed)`` (a transformers policy on ``model``), or the
-    rollout ``engine`` (vLLM) given the model's current weights; either way ``seed`` is the
-    evaluation's own, so that evaluating never moves the training run's random streams.
+    over all of them. The policy is ``new_policy(seed)`` (a transformers policy on
+    ``model``), or the rollout ``engine`` (vLLM) given the model's current weights; either way
+    ``seed`` is the evaluation's own, so that evaluating never moves the training run's random
+    streams.
     """
     import torch
 

@@ -32,6 +32,7 @@ from gagpo.compare import (
     Evaluation,
     compare,
     episode_ratio_interval,
+    load_evaluation,
     paired_bootstrap_mean,
     paired_t,
     sign_test,
@@ -232,8 +233,14 @@ def test_cli_prints_the_table_with_gagpo_evals_own_numbers(evals, tmp_path, caps
         assert result["score"][key] == pytest.approx(summary["score"])
         for rate in ("well_formed", "admissible"):
             assert result[rate][key]["rate"] == pytest.approx(summary[rate])
-            assert result[rate][key]["wilson_over_steps_ci95"] == \
-                pytest.approx(summary[f"{rate}_ci95"])
+    # gagpo eval's step-rate intervals are compare's, at eval's seed and resamples: whole
+    # episodes resampled.
+    same = compare(load_evaluation(evals["random"]), load_evaluation(evals["rule"]), seed=0,
+                   n_boot=10_000)
+    for i, name in enumerate(("random", "rule")):
+        summary = json.loads((evals[name] / "summary.json").read_text())["by_type"]["all"]
+        for rate in ("well_formed", "admissible"):
+            assert same[rate]["ab"[i]]["ci95"] == pytest.approx(summary[f"{rate}_ci95"])
     lines = printed.strip().splitlines()
     table = [line for line in lines if line.startswith("|")]
     assert table[0] == "| metric | A: random | B: rule | B - A [95% CI] | p or note |"

@@ -19,7 +19,14 @@ import re
 import numpy as np
 import pytest
 
-from gagpo.evaluate import format_table, held_out_lines, mean_interval, summarise, wilson
+from gagpo.evaluate import (
+    episode_ratio_interval,
+    format_table,
+    held_out_lines,
+    mean_interval,
+    summarise,
+    wilson,
+)
 
 Z = 1.959964
 
@@ -226,10 +233,28 @@ def test_summarise_reply_rates_are_over_the_steps_of_each_type():
     assert rows["b"]["well_formed"] == 1.0 and rows["b"]["admissible"] == 0.75
     assert rows["all"]["well_formed"] == pytest.approx(12 / 16)
     assert rows["all"]["admissible"] == pytest.approx(9 / 16)
-    assert rows["all"]["admissible_ci95"] == pytest.approx(score_test_bounds(9, 16), abs=1e-12)
-    assert rows["a"]["well_formed_ci95"] == pytest.approx(score_test_bounds(8, 12), abs=1e-12)
     one = summarise([episode("c", True, 1.0, 1)])["all"]  # one step, well formed
     assert (one["well_formed"], one["admissible"]) == (1.0, 1.0)
+
+
+def test_summarise_step_rate_intervals_resample_episodes_not_steps():
+    """The steps of one episode move together, so the intervals of the step rates resample
+    whole episodes: episodes that all have the same rate leave no doubt about it (an interval
+    over their 40 steps as independent trials would be [0.60, 0.86]), and a rate made of one
+    bad episode and a good one spans both."""
+    same = summarise([episode("a", True, 1.0, 4, invalid=1) for _ in range(10)])["all"]
+    assert same["admissible"] == 0.75 and same["admissible_ci95"] == [0.75, 0.75]
+    assert score_test_bounds(30, 40) == pytest.approx((0.598, 0.858), abs=1e-3)
+    mixed = summarise([episode("a", False, 0.0, 10, invalid=10),
+                       episode("a", True, 1.0, 10)])["all"]
+    lo, hi = mixed["admissible_ci95"]
+    assert mixed["admissible"] == 0.5 and lo == 0.0 and hi == 1.0
+    assert summarise([episode("a", False, 0.0, 10, invalid=10),
+                      episode("a", True, 1.0, 10)])["all"] == mixed  # one seed, one interval
+    rows = summarise([episode("a", False, 0.0, 10, invalid=6, malformed=4),
+                      episode("a", True, 1.0, 2), episode("b", True, 1.0, 4, invalid=1)])
+    assert rows["all"]["admissible_ci95"] == list(episode_ratio_interval(
+        [4, 2, 3], [10, 2, 4], n_boot=10_000, seed=0))  # gagpo compare's, the same way
 
 
 def test_summarise_intervals_stay_within_0_and_1():
