@@ -25,8 +25,15 @@ DEFAULT_MAX_MESSAGE_BYTES = 1 << 20
 def _uvicorn_config(app: Any, max_message_bytes: int, **kwargs: Any) -> Any:
     import uvicorn
 
-    return uvicorn.Config(app, ws_max_size=max_message_bytes, log_level="warning",
-                          access_log=False, lifespan="on", **kwargs)
+    async def asgi(scope: Any, receive: Any, send: Any) -> None:
+        await app(scope, receive, send)
+
+    # uvicorn calls the app it is given with no arguments to see whether it is a factory, and
+    # guesses its ASGI version from its __call__: an app object whose __call__ is wrapped (a
+    # tracer, a profiler, mutmut's trampolines) passes for a factory and for ASGI 2. A function
+    # of three arguments is neither; the version is said, not guessed.
+    return uvicorn.Config(asgi, ws_max_size=max_message_bytes, log_level="warning",
+                          access_log=False, lifespan="on", interface="asgi3", **kwargs)
 
 
 @dataclass
