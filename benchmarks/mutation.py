@@ -335,11 +335,9 @@ TARGETS: tuple[Target, ...] = (
         "OpenEnv server and client",
         ("gagpo/integrations/openenv/environment.py", "gagpo/integrations/openenv/guard.py",
          "gagpo/integrations/openenv/app.py", "gagpo/integrations/openenv/client.py"),
-        # mutmut's first pass (which records the functions each test calls) failed on the
-        # whole selection ("failed to collect stats"); the two tests that run the mutated code
-        # in child processes (a `gagpo serve env` process; remote envs in vector-env worker
-        # processes) are left out of it, as the TRL example was, and the second runs on the
-        # survivors.
+        # The two tests that run the code in child processes (a `gagpo serve env` process;
+        # remote envs in vector-env worker processes), whose calls mutmut's selection cannot
+        # see, are left out of its passes; the second runs on the survivors.
         ("tests/test_openenv_server.py", "tests/test_openenv_limits.py",
          "tests/test_openenv_remote.py", "-k",
          "not serve_env_serves and not group_vector_env_plays_served"),
