@@ -43,16 +43,16 @@ def start_weights() -> dict[str, torch.Tensor]:
     return {k: v.detach().clone() for k, v in model.state_dict().items()}
 
 
-def critic(parallel: str, world: int) -> Critic:
+def critic(parallel: str, world: int) -> tuple[Critic, int]:
     """A critic at :func:`start_weights`, stepped by plain SGD (it moves by exactly ``lr``
     times the gradient, so an error in the gradients' scale shows; Adam's first step would
-    not)."""
+    not), and the tokenizer's pad id."""
     model, tok = policy()
     out = Critic(model, tok, config(parallel), tok, world=world)
     load_full_state(out.model, start_weights())
     out.optimizer = torch.optim.SGD([p for p in out.model.parameters() if p.requires_grad],
                                     lr=SGD_LR)
-    return out
+    return out, tok.pad_token_id
 
 
 def update(c: Critic, rows: list[int], pad_id: int) -> float:
@@ -64,8 +64,8 @@ def update(c: Critic, rows: list[int], pad_id: int) -> float:
 
 def main(parallel: str, out: str) -> None:
     rank, world, _ = setup_distributed()
-    c = critic(parallel, world)
-    grad_norm = update(c, RANK_ROWS[rank], policy()[1].pad_token_id)
+    c, pad_id = critic(parallel, world)
+    grad_norm = update(c, RANK_ROWS[rank], pad_id)
     state = full_state(c.model)
     if rank == 0:
         torch.save({"params": state, "grad_norm": grad_norm}, out)

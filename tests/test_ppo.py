@@ -344,9 +344,8 @@ def test_critic_over_two_ranks_updates_like_one_process_on_all_rows(tmp_path, pa
     rank with fewer micro-batches) adding nothing."""
     from distributed_critic import critic, start_weights, update
 
-    c = critic("ddp", world=1)
-    tok = load_model("tiny")[1]
-    grad_norm = update(c, [0, 1, 2, 3, 4, 5], tok.pad_token_id)
+    c, pad_id = critic("ddp", world=1)
+    grad_norm = update(c, [0, 1, 2, 3, 4, 5], pad_id)
     whole = {k: v.detach() for k, v in c.model.state_dict().items()}
     saved = run_two_ranks("distributed_critic.py", parallel, tmp_path)
     assert saved["grad_norm"] == pytest.approx(grad_norm, rel=1e-4)
