@@ -9,6 +9,7 @@ import json
 import subprocess
 import sys
 import urllib.request
+from pathlib import Path
 
 import gymnasium as gym
 import pytest
@@ -214,18 +215,24 @@ def _post(server, path: str, body: dict) -> dict:
     return json.load(urllib.request.urlopen(req, timeout=10))
 
 
-def test_the_space_folder_and_the_running_server_pass_openenv_validate(served):
+def test_the_running_server_passes_openenv_validate(served):
     from openenv.cli._validation import validate_running_environment
 
     env_id, server = served
     report = validate_running_environment(server.url)
     assert report["passed"], [c for c in report["criteria"] if not c["passed"]]
     assert report["mode"] == "production"
-    openenv = str(__import__("pathlib").Path(sys.executable).parent / "openenv")
-    space = str(__import__("pathlib").Path(__file__).resolve().parent.parent / "examples"
-                / "openenv_space")
+
+
+def test_the_space_folder_passes_openenv_validates_static_check():
+    """The Space folder users deploy passes ``openenv validate`` as OpenEnv's CLI runs it.
+
+    The CLI starts a Python process of its own: under load (a training run and a mutation run
+    sharing two cores at the lowest priority) it took over 120 s; a hang still fails."""
+    openenv = str(Path(sys.executable).parent / "openenv")
+    space = str(Path(__file__).resolve().parent.parent / "examples" / "openenv_space")
     out = subprocess.run([openenv, "validate", space, "--level", "static"],
-                         capture_output=True, text=True, timeout=120)
+                         capture_output=True, text=True, timeout=900)
     assert out.returncode == 0 and "PASS" in out.stdout, out.stdout + out.stderr
 
 
