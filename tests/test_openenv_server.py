@@ -160,6 +160,61 @@ def test_the_task_api_lists_the_envs_splits_and_tasks(served):
     assert e.value.code == 400 and "no-such-split" in e.value.read().decode()
 
 
+def test_the_task_api_lists_ranges_and_refuses_indices_outside_a_split(served):
+    """``/tasks`` lists every task of a split in order, each with its split and index;
+    ``/task_range`` slices as Python does; ``/task`` refuses an index outside the split
+    (negative ones included: they must not wrap to the end) with OpenEnv's 400."""
+    env_id, server = served
+    env = gym.make(env_id)
+    split = env.unwrapped.splits[-1]
+    tasks = list(env.unwrapped.split_tasks(split))
+    env.close()
+    want = [{"split": split, "index": i, "task": t} for i, t in enumerate(tasks)]
+    assert _post(server, f"/{env_id}/tasks", {"split": split})["tasks"] == want
+    assert _post(server, f"/{env_id}/task", {"split": split, "index": 2})["task"] == want[2]
+    for start, stop in [(1, 4), (None, 3), (len(tasks) - 2, None), (None, None), (-3, -1),
+                        (None, 0)]:
+        got = _post(server, f"/{env_id}/task_range", {"split": split, "start": start,
+                                                        "stop": stop})["tasks"]
+        assert got == want[start:stop], (start, stop)
+    for index in (len(tasks), -1):
+        with pytest.raises(urllib.error.HTTPError) as e:
+            _post(server, f"/{env_id}/task", {"split": split, "index": index})
+        assert e.value.code == 400 and "index" in e.value.read().decode().lower()
+
+
+def test_a_reset_by_index_or_task_says_where_the_session_is(served):
+    """The session's state after a reset names the split, the task and the episode the
+    client gave, with the step count back at 0; ``index`` counts in the split asked for,
+    ``task`` takes the env's own index; giving both, a non-integer index, or a seed that is
+    not an integer >= 0 is refused, and the session goes on."""
+    env_id, server = served
+    env = gym.make(env_id)
+    split = env.unwrapped.splits[-1]
+    task = env.unwrapped.split_tasks(split)[3]
+    _, info = env.reset(seed=0, options={"task": task, "split": split})
+    env.close()
+    with GagpoEnvClient(base_url=server.url).sync() as client:
+        first = client.state()
+        assert (first.env_id, first.split, first.step_count) == (env_id, env.unwrapped.split, 0)
+        assert first.max_action_chars == env.unwrapped.action_space.max_length
+        assert first.report_label == env.unwrapped.report_label
+        client.reset(task=0, seed=0)
+        client.step("look")
+        obs = client.reset(split=split, index=3, seed=0, episode_id="ep-7").observation
+        assert obs.task_id == info["task_id"] and obs.text
+        state = client.state()
+        assert (state.split, state.task_id, state.episode_id, state.step_count) == (
+            split, info["task_id"], "ep-7", 0)
+        for bad, match in [(dict(task=0, index=0), "not both"),
+                           (dict(index=True), "integer"), (dict(index="3"), "integer"),
+                           (dict(task=0, seed=-1), "seed"), (dict(task=0, seed=True), "seed")]:
+            with pytest.raises(Exception, match=match):
+                client.reset(**bad)
+        assert client.state().task_id == info["task_id"]  # the refused resets changed nothing
+        assert client.step("look").observation.text
+
+
 def test_bad_resets_and_steps_get_clear_errors_and_the_session_goes_on(served):
     env_id, server = served
     with GagpoEnvClient(base_url=server.url).sync() as client:
