@@ -19,7 +19,10 @@ training, which resumes from its last checkpoint). For each environment:
 5. the untrained model on the same tasks (last: its episodes run to the step limit);
 6. the fair comparison (``seeds_*``): GAGPO and GRPO from the same warm start with identical
    settings but the estimator, three seeds each, every model evaluated on the same held-out
-   goals, its episodes kept for ``gagpo compare``'s paired tests.
+   goals, its episodes kept for ``gagpo compare``'s paired tests;
+7. ALFWorld's second run (``alfworld_wins_*``): a warm start of more passes, its wins on the
+   training games (what RL's groups start from) and held-out games, then the default GAGPO
+   from it under the fair comparison's recipe, with the wins of its training groups.
 
 WebShop's stages come first and keep the first run's names (``warm_start``, ``gagpo_eval``);
 ALFWorld's carry the prefix ``alfworld_``. Every evaluation plays the first tasks of a split
@@ -112,6 +115,8 @@ class Settings:
     alfworld_bc_episodes: int = 48
     """The expert's episodes on ALFWorld's training games (the generated split holds 48;
     6 steps each on average, against 6.5 on WebShop)."""
+    alfworld_win_bc_epochs: int = 4
+    """Passes over those episodes of the second ALFWorld warm start (the first made one)."""
     bc_epochs: int = 1
     bc_lr: float = 1e-4
     iterations: int = 6
@@ -156,13 +161,19 @@ def _model_flags() -> list[str]:
             "--max-prompt-tokens", str(MAX_PROMPT_TOKENS)]
 
 
-def eval_command(policy: str, out: Path, s: Settings, run: EnvRun = WEBSHOP) -> list[str]:
+def eval_command(policy: str, out: Path, s: Settings, run: EnvRun = WEBSHOP, *,
+                 split: str | None = None, episodes: int | None = None,
+                 temperature: float = EVAL_TEMPERATURE) -> list[str]:
+    """``gagpo eval`` of ``policy`` on the first tasks of ``run``'s held-out split (or
+    ``split``: ``episodes`` of them)."""
     if s.vllm and policy not in run.baselines:
         policy = f"vllm:{policy}"
-    episodes = s.goals if run is WEBSHOP else s.alfworld_games
-    cmd = ["gagpo", "eval", "--env", run.env, "--policy", policy, "--split", run.eval_split,
+    if episodes is None:
+        episodes = s.goals if run is WEBSHOP else s.alfworld_games
+    cmd = ["gagpo", "eval", "--env", run.env, "--policy", policy,
+           "--split", split or run.eval_split,
            "--episodes", str(episodes), "--batch", str(min(s.eval_batch, episodes)),
-           "--seed", str(SEED), "--temperature", str(EVAL_TEMPERATURE),
+           "--seed", str(SEED), "--temperature", str(temperature),
            "--env-arg", f"max_steps={run.max_steps}",
            "--env-arg", f"max_episode_steps={run.max_steps}", "--out", str(out)]
     if policy not in run.baselines:
@@ -290,9 +301,45 @@ def seed_stages(work: Path, s: Settings) -> list[Stage]:
     return out
 
 
+WINS = "alfworld_wins_"
+"""The prefix of ALFWorld's second run (:func:`alfworld_win_stages`)."""
+
+
+def alfworld_win_stages(work: Path, s: Settings) -> list[Stage]:
+    """ALFWorld's second run, for RL that sees wins. The first warm start (one pass over the
+    expert's 48 training episodes) won 1 of 24 held-out games, and GAGPO's groups from it saw
+    no win in six iterations; so a warm start of ``s.alfworld_win_bc_epochs`` passes, its wins
+    on the training games at the rollouts' temperature (1.0: what RL's groups start from) and
+    on the held-out games, then the default GAGPO from it under the fair comparison's recipe
+    (:data:`FAIR`, :data:`CHEAP`; its metrics log the wins in training groups), evaluated on
+    the held-out games."""
+    warm = work / f"{WINS}warm_start"
+    rl = work / f"{WINS}gagpo"
+    teach = train_command(MODEL, warm, s, warm_start=True, run=ALFWORLD) + [
+        "--bc-epochs", str(s.alfworld_win_bc_epochs)]
+    train_games = eval_command(str(warm / "final"), work / f"{WINS}eval_warm_start_train", s,
+                               ALFWORLD, split="train", episodes=s.alfworld_bc_episodes,
+                               temperature=1.0)
+    return [
+        Stage(f"{WINS}warm_start", teach, warm / "final" / "config.json"),
+        Stage(f"{WINS}warm_train", train_games,
+              work / f"{WINS}eval_warm_start_train" / "summary.json"),
+        Stage(f"{WINS}warm_eval", eval_command(str(warm / "final"),
+                                               work / f"{WINS}eval_warm_start", s, ALFWORLD),
+              work / f"{WINS}eval_warm_start" / "summary.json"),
+        Stage(f"{WINS}gagpo", train_command(str(warm / "final"), rl, s, run=ALFWORLD)
+              + FAIR + CHEAP, rl / "final" / "tokenizer_config.json", rl / "metrics.jsonl"),
+        Stage(f"{WINS}gagpo_eval", eval_command(str(rl / "final"), work / f"{WINS}eval_gagpo",
+                                                s, ALFWORLD),
+              work / f"{WINS}eval_gagpo" / "summary.json"),
+    ]
+
+
 def stages(work: Path, s: Settings) -> list[Stage]:
-    """Every stage: WebShop's, ALFWorld's, then the fair comparison's."""
-    return env_stages(work, s, WEBSHOP) + env_stages(work, s, ALFWORLD) + seed_stages(work, s)
+    """Every stage: WebShop's, ALFWorld's, the fair comparison's, then ALFWorld's second
+    run."""
+    return (env_stages(work, s, WEBSHOP) + env_stages(work, s, ALFWORLD) + seed_stages(work, s)
+            + alfworld_win_stages(work, s))
 
 
 def run_stage(stage: Stage, log_dir: Path, extra: Sequence[str] = ()) -> dict[str, Any]:
@@ -415,12 +462,48 @@ def table(work: Path, run: EnvRun = WEBSHOP, records: Path | None = None) -> str
 
 
 def tables(work: Path, records: Path | None = None, s: Settings | None = None) -> str:
-    """Both environments' tables, WebShop's first, then the fair comparison's."""
+    """Both environments' tables, WebShop's first, then the fair comparison's and ALFWorld's
+    second run's (once they have a finished stage)."""
+    s = s or Settings()
     text = (f"WebShop-v0, {WEBSHOP.eval_split} goals, at most {WEBSHOP.max_steps} steps:\n\n"
             f"{table(work, WEBSHOP, records)}\n\nALFWorld-v0, {ALFWORLD.eval_split} games, at "
             f"most {ALFWORLD.max_steps} steps:\n\n{table(work, ALFWORLD, records)}")
-    seeds = seeds_table(work, s or Settings(), records)
-    return text + (f"\n\n{seeds}" if seeds else "")
+    more = [seeds_table(work, s, records), wins_table(work, s, records)]
+    return "\n\n".join([text, *(t for t in more if t)])
+
+
+def wins_table(work: Path, s: Settings, records: Path | None = None) -> str:
+    """ALFWorld's second run (:func:`alfworld_win_stages`): the warm start's wins on the
+    training games and the held-out ones, the wins in GAGPO's training groups iteration by
+    iteration, and GAGPO's held-out wins. Empty before any of it has finished."""
+    rows_ = [("warm start, training games, temperature 1.0", f"{WINS}eval_warm_start_train"),
+             (f"warm start, {ALFWORLD.eval_split} games", f"{WINS}eval_warm_start"),
+             (f"warm start + GAGPO, {ALFWORLD.eval_split} games", f"{WINS}eval_gagpo")]
+    found = [(label, eval_figures(work / folder, records)) for label, folder in rows_]
+    metrics = work / f"{WINS}gagpo" / "metrics.jsonl"
+    kept = None if records is None else records / "metrics" / f"{WINS}gagpo.jsonl"
+    path = metrics if metrics.exists() else kept
+    logged = [] if path is None or not path.exists() else [
+        json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    if not logged and all(f is None for _, f in found):
+        return ""
+    lines = [f"ALFWorld-v0, second run: a warm start of {s.alfworld_win_bc_epochs} passes over "
+             f"the expert's {s.alfworld_bc_episodes} training episodes, then the default GAGPO "
+             f"(`{shlex.join(FAIR + CHEAP)}`):", "",
+             "| policy | games | success % | admissible % | mean length |", "|---|---|---|---|---|"]
+    for label, f in found:
+        if f is None:
+            lines.append(f"| {label} | not run yet | | | |")
+            continue
+        lo, hi = f["success_ci95"]
+        lines.append(f"| {label} | {f['episodes']} | {100 * f['success']:.1f} [{100 * lo:.1f}, "
+                     f"{100 * hi:.1f}] | {100 * f['admissible']:.1f} | {f['mean_length']:.2f} |")
+    if logged:
+        rollouts = s.n_groups * s.group_size
+        wins = ", ".join(f"{round(r['train/success'] * rollouts)}" for r in logged)
+        lines += ["", f"Wins in GAGPO's training groups ({rollouts} rollouts an iteration), "
+                      f"iterations 1-{len(logged)}: {wins}."]
+    return "\n".join(lines)
 
 
 def _evaluation(work: Path, folder: str, label: str, records: Path | None):
