@@ -171,7 +171,9 @@ def test_the_task_api_lists_ranges_and_refuses_indices_outside_a_split(served):
     env.close()
     want = [{"split": split, "index": i, "task": t} for i, t in enumerate(tasks)]
     assert _post(server, f"/{env_id}/tasks", {"split": split})["tasks"] == want
-    assert _post(server, f"/{env_id}/task", {"split": split, "index": 2})["task"] == want[2]
+    for index in (0, 2, len(tasks) - 1):
+        assert _post(server, f"/{env_id}/task", {"split": split, "index": index})["task"] == (
+            want[index])
     for start, stop in [(1, 4), (None, 3), (len(tasks) - 2, None), (None, None), (-3, -1),
                         (None, 0)]:
         got = _post(server, f"/{env_id}/task_range", {"split": split, "start": start,
@@ -191,8 +193,9 @@ def test_a_reset_by_index_or_task_says_where_the_session_is(served):
     env_id, server = served
     env = gym.make(env_id)
     split = env.unwrapped.splits[-1]
-    task = env.unwrapped.split_tasks(split)[3]
-    _, info = env.reset(seed=0, options={"task": task, "split": split})
+    tasks = env.unwrapped.split_tasks(split)
+    _, info = env.reset(seed=0, options={"task": tasks[3], "split": split})
+    _, first_info = env.reset(seed=0, options={"task": tasks[0], "split": split})
     env.close()
     with GagpoEnvClient(base_url=server.url).sync() as client:
         first = client.state()
@@ -208,11 +211,15 @@ def test_a_reset_by_index_or_task_says_where_the_session_is(served):
             split, info["task_id"], "ep-7", 0)
         for bad, match in [(dict(task=0, index=0), "not both"),
                            (dict(index=True), "integer"), (dict(index="3"), "integer"),
-                           (dict(task=0, seed=-1), "seed"), (dict(task=0, seed=True), "seed")]:
+                           (dict(task=0, seed=-1), "seed"), (dict(task=0, seed=True), "seed"),
+                           (dict(split=split, index=len(tasks)),
+                            rf"index {len(tasks)} is out of range 0\.\.{len(tasks) - 1} "),
+                           (dict(split=split, index=-1), "out of range")]:
             with pytest.raises(Exception, match=match):
                 client.reset(**bad)
         assert client.state().task_id == info["task_id"]  # the refused resets changed nothing
         assert client.step("look").observation.text
+        assert client.reset(split=split, index=0).observation.task_id == first_info["task_id"]
 
 
 def test_bad_resets_and_steps_get_clear_errors_and_the_session_goes_on(served):
