@@ -369,8 +369,11 @@ TARGETS: tuple[Target, ...] = (
             "gagpo.integrations.openenv.client.xǁGagpoEnvClientǁ_parse_result",
             "gagpo.integrations.openenv.client.xǁGagpoEnvClientǁ_parse_state",
         ),
+        # On the survivors also every test of a served env: mutmut ties what a module-scoped
+        # fixture runs (the server's ServedEnv, its app) to the module's first test only.
         subprocess_tests=(
             "tests/test_openenv_remote.py::test_group_vector_env_plays_served_envs_as_it_plays_local_ones",
+            "tests/test_openenv_server.py", "-k", "not serve_env_serves and not space_folder",
         ),
     ),
     Target(

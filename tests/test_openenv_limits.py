@@ -172,3 +172,32 @@ def test_a_busy_session_does_not_expire(server):
             time.sleep(IDLE / 3)
             assert ask(conn, {"type": "step", "data": {"command": "look"}})["type"] \
                 == "observation"
+
+
+def test_a_server_on_its_defaults_takes_the_envs_longest_command_and_counts_its_play():
+    """Without ``max_action_chars`` a server takes commands up to the env's own
+    ``action_space.max_length`` and refuses longer ones; one session is a valid limit and no
+    idle timeout a valid choice; a client's action metadata stays on the client (anything may
+    be in it); the served env counts the episodes and steps it played, refused ones aside."""
+    from gagpo.integrations.openenv.app import build_app
+    from gagpo.openenv_client import GagpoEnvClient, TextAction
+
+    probe = gym.make("WebShop-v0")
+    limit = int(probe.action_space.max_length)
+    probe.close()
+    with running_server("WebShop-v0", max_sessions=1, idle_timeout=None) as s:
+        served = s.app.served
+        assert (served.max_action_chars, served.resets, served.steps) == (limit, 0, 0)
+        with GagpoEnvClient(base_url=s.url).sync() as client:
+            assert client.state().max_action_chars == limit
+            client.reset(task=0, seed=0)
+            client.step(TextAction(command="search[red shoes]", metadata={"mine": object()}))
+            client.reset(task=1, seed=0)
+            with pytest.raises(Exception, match=f"at most {limit}"):
+                client.step("x" * (limit + 1))
+            assert not client.step("x" * limit).observation.action_valid  # taken, invalid
+            client.step("search[blue shirt]")
+        assert (served.resets, served.steps) == (2, 3)
+        for bad in (dict(max_sessions=0), dict(idle_timeout=0), dict(idle_timeout=-1.0)):
+            with pytest.raises(ValueError, match=next(iter(bad))):
+                build_app(served, **bad)
