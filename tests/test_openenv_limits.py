@@ -201,3 +201,17 @@ def test_a_server_on_its_defaults_takes_the_envs_longest_command_and_counts_its_
         for bad in (dict(max_sessions=0), dict(idle_timeout=0), dict(idle_timeout=-1.0)):
             with pytest.raises(ValueError, match=next(iter(bad))):
                 build_app(served, **bad)
+
+
+def test_a_session_opened_over_http_is_freed_once_idle():
+    """OpenEnv also opens sessions over HTTP (its MCP session API, ``POST /mcp``), which no
+    WebSocket guard watches: the server's idle timeout reaches them through OpenEnv's own
+    reaper (which looks every 5 s), so a client that opens one and vanishes costs nothing
+    after it."""
+    with running_server("WebShop-v0", max_sessions=2, idle_timeout=1.0) as s:
+        body = {"jsonrpc": "2.0", "method": "openenv/session/create", "params": {}, "id": 1}
+        req = urllib.request.Request(s.url + "/mcp", data=json.dumps(body).encode(),
+                                     headers={"Content-Type": "application/json"})
+        assert "session_id" in json.load(urllib.request.urlopen(req, timeout=30))["result"]
+        assert s.active_sessions() == 1
+        assert eventually(lambda: s.active_sessions() == 0, timeout=60)
