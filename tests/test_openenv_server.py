@@ -277,6 +277,19 @@ def _post(server, path: str, body: dict) -> dict:
     return json.load(urllib.request.urlopen(req, timeout=10))
 
 
+def test_the_schema_describes_the_wire(served):
+    """``/schema`` (what clients generate their types from) describes the action's command,
+    the observation's text and every info key of the env contract, and the session's state."""
+    env_id, server = served
+    schema = json.load(urllib.request.urlopen(f"{server.url}/schema", timeout=30))
+    assert "command" in schema["action"]["properties"]
+    for part in ("observation", "reset_observation"):
+        fields = set(schema[part]["properties"])
+        assert {"text", "terminated", "truncated", "info", *INFO_KEYS} <= fields, part
+    assert {"env_id", "split", "splits", "task_id", "max_action_chars"} <= set(
+        schema["state"]["properties"])
+
+
 def test_the_running_server_passes_openenv_validate(served):
     from openenv.cli._validation import validate_running_environment
 
