@@ -277,9 +277,12 @@ def _post(server, path: str, body: dict) -> dict:
     return json.load(urllib.request.urlopen(req, timeout=10))
 
 
-def test_the_schema_describes_the_wire(served):
+def test_the_schema_describes_the_wire_and_episodes_run_over_websockets_only(served):
     """``/schema`` (what clients generate their types from) describes the action's command,
-    the observation's text and every info key of the env contract, and the session's state."""
+    the observation's text and every info key of the env contract, and the session's state.
+    The server runs in OpenEnv's production mode: an episode lives in a WebSocket session;
+    OpenEnv's stateless HTTP ``/reset``, ``/step`` and ``/state`` (simulation mode) are not
+    served."""
     env_id, server = served
     schema = json.load(urllib.request.urlopen(f"{server.url}/schema", timeout=30))
     assert "command" in schema["action"]["properties"]
@@ -288,6 +291,13 @@ def test_the_schema_describes_the_wire(served):
         assert {"text", "terminated", "truncated", "info", *INFO_KEYS} <= fields, part
     assert {"env_id", "split", "splits", "task_id", "max_action_chars"} <= set(
         schema["state"]["properties"])
+    for path, body in (("/reset", {}), ("/step", {"action": {"command": "look"}})):
+        with pytest.raises(urllib.error.HTTPError) as e:
+            _post(server, path, body)
+        assert e.value.code == 404, path
+    with pytest.raises(urllib.error.HTTPError) as e:
+        urllib.request.urlopen(f"{server.url}/state", timeout=30)
+    assert e.value.code == 404
 
 
 def test_the_running_server_passes_openenv_validate(served):

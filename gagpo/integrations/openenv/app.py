@@ -50,8 +50,9 @@ def build_app(served: ServedEnv, max_sessions: int = DEFAULT_MAX_SESSIONS,
     factory = _Factory(served)
     fastapi_app = create_app(factory, TextAction, TextObservation, env_name=served.env_id,
                              concurrency_config=config, state_cls=TextState, mode="production")
+    # The task API's inputs pass OpenEnv's request models first (a wrong type gets their 422);
+    # what passes them and is still wrong (an unknown split) raises ValueError: a 400.
     fastapi_app.add_exception_handler(ValueError, _bad_request)
-    fastapi_app.add_exception_handler(TypeError, _bad_request)
     guard = SessionGuard(fastapi_app, idle_timeout)
     guard.served = served  # type: ignore[attr-defined]
     guard.sessions = factory.live  # type: ignore[attr-defined]
