@@ -64,6 +64,7 @@ def wire_step(client):
     def step(action):
         r = client.step(TextAction(command=action))
         o = r.observation
+        assert o.reward == r.reward and o.done == r.done  # the observation carries them too
         info = {**{k: getattr(o, k) for k in INFO_KEYS}, **o.info}
         return o.text, r.reward, o.terminated, o.truncated, info
     return step
