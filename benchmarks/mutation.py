@@ -373,7 +373,8 @@ TARGETS: tuple[Target, ...] = (
         # fixture runs (the server's ServedEnv, its app) to the module's first test only.
         subprocess_tests=(
             "tests/test_openenv_remote.py::test_group_vector_env_plays_served_envs_as_it_plays_local_ones",
-            "tests/test_openenv_server.py", "-k", "not serve_env_serves and not space_folder",
+            "tests/test_openenv_server.py", "tests/test_openenv_limits.py", "-k",
+            "not serve_env_serves and not space_folder",
         ),
     ),
     Target(

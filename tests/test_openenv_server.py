@@ -20,7 +20,7 @@ from test_openenv_limits import eventually
 
 import gagpo.envs  # noqa: E402, F401  (registers the environments)
 from gagpo.envs.base import INFO_KEYS  # noqa: E402
-from gagpo.openenv_client import GagpoEnvClient, TextAction  # noqa: E402
+from gagpo.openenv_client import GagpoEnvClient, TextAction, TextObservation  # noqa: E402
 from gagpo.openenv_server import running_server  # noqa: E402
 
 EXPERT = {"request_infos": ["expert_action"]}
@@ -353,3 +353,26 @@ def test_a_truncated_episode_reads_as_truncated_through_openenvs_clients(env_id)
         assert [r.done for r in raw] == [False] * (limit - 1) + [True]
         assert [(r.observation["terminated"], r.observation["truncated"]) for r in raw] == [
             w[1:] for w in want[:limit]]
+
+
+def test_the_client_reads_back_what_openenvs_serializer_writes():
+    """gagpo's client parses the wire as OpenEnv's server-side serializer writes it (metadata
+    included, which it also surfaces at the top level), a minimal payload from a server that
+    sends no reward, done or metadata as an unfinished step without a reward, and metadata
+    given at the top level only."""
+    from openenv.core.env_server.serialization import serialize_observation
+
+    client = GagpoEnvClient(base_url="http://127.0.0.1:9")  # parsing only: never connects
+    sent = TextObservation(text="You are in the kitchen.", admissible_actions=["look"],
+                           won=True, score=0.5, state_key="ab12", task_id="t", reward=1.0,
+                           done=True, terminated=True, metadata={"turn": 3},
+                           info={"page": "item"})
+    result = client._parse_result(serialize_observation(sent))
+    assert result.observation == sent and (result.reward, result.done) == (1.0, True)
+    bare = client._parse_result({"observation": {"text": "hi"}})
+    assert (bare.reward, bare.done, bare.observation.done) == (None, False, False)
+    assert bare.observation.metadata == {} and bare.observation.reward is None
+    # The wire's top-level metadata (OpenEnv's documented sibling of the observation) is read
+    # where the observation does not repeat it.
+    flat = client._parse_result({"observation": {"text": "hi"}, "metadata": {"turn": 3}})
+    assert flat.observation.metadata == {"turn": 3}
