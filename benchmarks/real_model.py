@@ -307,12 +307,12 @@ WINS = "alfworld_wins_"
 
 def alfworld_win_stages(work: Path, s: Settings) -> list[Stage]:
     """ALFWorld's second run, for RL that sees wins. The first warm start (one pass over the
-    expert's 48 training episodes) won 1 of 24 held-out games, and GAGPO's groups from it saw
-    no win in six iterations; so a warm start of ``s.alfworld_win_bc_epochs`` passes, its wins
-    on the training games at the rollouts' temperature (1.0: what RL's groups start from) and
-    on the held-out games, then the default GAGPO from it under the fair comparison's recipe
-    (:data:`FAIR`, :data:`CHEAP`; its metrics log the wins in training groups), evaluated on
-    the held-out games."""
+    expert's 48 training episodes) won 1 of 24 held-out games, and GAGPO's groups from it won
+    1 of their 96 episodes in six iterations; so a warm start of ``s.alfworld_win_bc_epochs``
+    passes, its wins on the training games at the rollouts' temperature (1.0: what RL's groups
+    start from) and on the held-out games, then the default GAGPO from it under the fair
+    comparison's recipe (:data:`FAIR`, :data:`CHEAP`; its metrics log the wins in training
+    groups), evaluated on the held-out games."""
     warm = work / f"{WINS}warm_start"
     rl = work / f"{WINS}gagpo"
     teach = train_command(MODEL, warm, s, warm_start=True, run=ALFWORLD) + [
@@ -480,11 +480,7 @@ def wins_table(work: Path, s: Settings, records: Path | None = None) -> str:
              (f"warm start, {ALFWORLD.eval_split} games", f"{WINS}eval_warm_start"),
              (f"warm start + GAGPO, {ALFWORLD.eval_split} games", f"{WINS}eval_gagpo")]
     found = [(label, eval_figures(work / folder, records)) for label, folder in rows_]
-    metrics = work / f"{WINS}gagpo" / "metrics.jsonl"
-    kept = None if records is None else records / "metrics" / f"{WINS}gagpo.jsonl"
-    path = metrics if metrics.exists() else kept
-    logged = [] if path is None or not path.exists() else [
-        json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    logged = run_metrics(work / f"{WINS}gagpo", records)
     if not logged and all(f is None for _, f in found):
         return ""
     lines = [f"ALFWorld-v0, second run: a warm start of {s.alfworld_win_bc_epochs} passes over "
@@ -593,20 +589,25 @@ def logged_iterations(folder: Path) -> list[dict[str, Any]]:
     return lines
 
 
+def run_metrics(folder: Path, records: Path | None = None) -> list[dict[str, Any]]:
+    """A training run's logged iterations (:func:`logged_iterations`) from its folder, else
+    from the copy a report kept in ``records`` (``metrics/<folder name>.jsonl``); [] if
+    neither exists."""
+    if (folder / "metrics.jsonl").exists():
+        return logged_iterations(folder)
+    kept = None if records is None else records / "metrics" / f"{folder.name}.jsonl"
+    if kept is None or not kept.exists():
+        return []
+    return [json.loads(line) for line in kept.read_text().splitlines() if line.strip()]
+
+
 def curves(work: Path, png: Path, run: EnvRun = WEBSHOP, records: Path | None = None) -> bool:
     """One environment's RL runs' training curves as a PNG (each run's metrics from its folder,
     else from the copy a report kept in ``records``); False when no run has logged an
     iteration."""
     runs = {}
     for algo in run.estimators:
-        folder = work / f"{run.prefix}{algo}"
-        kept = None if records is None else records / "metrics" / f"{run.prefix}{algo}.jsonl"
-        if (folder / "metrics.jsonl").exists():
-            lines = logged_iterations(folder)
-        elif kept is not None and kept.exists():
-            lines = [json.loads(line) for line in kept.read_text().splitlines() if line.strip()]
-        else:
-            continue
+        lines = run_metrics(work / f"{run.prefix}{algo}", records)
         if lines:
             runs[algo] = lines
     if not runs:
