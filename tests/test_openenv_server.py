@@ -382,8 +382,6 @@ def test_an_envs_own_info_values_travel_as_json():
     """Info values of a registered env that JSON has no type for reach the client as JSON
     does: NumPy scalars as numbers, arrays as lists (nested), anything else as its text; the
     contract's keys go to their own fields and the server's file paths stay behind."""
-    from pathlib import Path as _Path
-
     import numpy as np
 
     from gagpo.integrations.openenv.environment import observation
@@ -392,11 +390,11 @@ def test_an_envs_own_info_values_travel_as_json():
     _, info = env.reset(seed=0, options={"task": 0})
     env.close()
     extra = {"count": np.int64(3), "ratio": np.float32(0.5), "grid": np.arange(4).reshape(2, 2),
-             "where": _Path("shop") / "item", "flags": (True, None), "gamefile": "/srv/g.tw"}
+             "where": Path("shop") / "item", "flags": (True, None), "gamefile": "/srv/g.tw"}
     obs = observation("text", {**info, **extra}, reward=1.0, terminated=True)
     assert obs.info["count"] == 3 and type(obs.info["count"]) is int
     assert obs.info["ratio"] == 0.5 and obs.info["grid"] == [[0, 1], [2, 3]]
-    assert obs.info["where"] == str(_Path("shop") / "item") and obs.info["flags"] == [True, None]
+    assert obs.info["where"] == str(Path("shop") / "item") and obs.info["flags"] == [True, None]
     assert "gamefile" not in obs.info and not set(INFO_KEYS) & set(obs.info)
     assert (obs.reward, obs.done, obs.terminated, obs.truncated) == (1.0, True, True, False)
     json.dumps(obs.model_dump())  # all of it is JSON
