@@ -552,16 +552,51 @@ def seeds_table(work: Path, s: Settings, records: Path | None = None) -> str:
     warm = _evaluation(work, "eval_warm_start", "warm start", records)
     first = s.seed_estimators[0]
     for algo, evs in done.items():
-        side = pooled(f"{ESTIMATOR_NAMES[algo]} ({len(evs)} seeds)", list(evs.values()))
+        side = pooled(f"{ESTIMATOR_NAMES[algo]} ({_seeds(len(evs))})", list(evs.values()))
         if warm is not None:
-            lines += ["", format_markdown(compare(warm, side))]
+            lines += ["", format_markdown(compare(warm, side)), "",
+                      seed_by_seed({k: compare(warm, ev) for k, ev in evs.items()},
+                                   "warm start", ESTIMATOR_NAMES[algo])]
         common = sorted(set(evs) & set(done.get(first, {})))
         if algo != first and common:
-            rival = pooled(f"{ESTIMATOR_NAMES[first]} ({len(common)} seeds)",
+            rival = pooled(f"{ESTIMATOR_NAMES[first]} ({_seeds(len(common))})",
                            [done[first][k] for k in common])
-            mine = pooled(f"{ESTIMATOR_NAMES[algo]} ({len(common)} seeds)",
+            mine = pooled(f"{ESTIMATOR_NAMES[algo]} ({_seeds(len(common))})",
                           [evs[k] for k in common])
-            lines += ["", format_markdown(compare(mine, rival))]
+            lines += ["", format_markdown(compare(mine, rival)), "",
+                      seed_by_seed({k: compare(evs[k], done[first][k]) for k in common},
+                                   ESTIMATOR_NAMES[algo], ESTIMATOR_NAMES[first])]
+    return "\n".join(lines)
+
+
+def _seeds(n: int) -> str:
+    return f"{n} seed" if n == 1 else f"{n} seeds"
+
+
+def seed_by_seed(results: dict[int, dict[str, Any]], a: str, b: str) -> str:
+    """B - A seed by seed (each seed's two runs compared on the same goals), then across seeds:
+    the mean of the per-seed differences with a t interval over the seeds. The pooled table
+    above resamples goals only, so it says how these runs differ; the interval over seeds also
+    counts how much a training run varies with its seed, which is what "estimator B beats A"
+    needs (with 3 seeds: t(0.975, 2) = 4.30, so only a large, steady difference clears 0)."""
+    from gagpo.compare import paired_t
+
+    def cell(mean: float, lo: float | None, hi: float | None) -> str:
+        if lo is None or hi is None:  # one goal, or one seed: no interval
+            return f"{100 * mean:+.1f} [n/a]"
+        return f"{100 * mean:+.1f} [{100 * lo:+.1f}, {100 * hi:+.1f}]"
+
+    lines = [f"{b} - {a}, seed by seed (each seed compared on the same goals, 95% paired t "
+             "interval over goals), then across seeds (mean of the per-seed differences, 95% "
+             "t interval over seeds):", "", "| seed | success % | score x100 |", "|---|---|---|"]
+    for k, r in sorted(results.items()):
+        lines.append("| " + " | ".join([str(k), *(cell(r[m]["diff"], *r[m]["t_ci95"])
+                                                  for m in ("success", "score"))]) + " |")
+    across = []
+    for key in ("success", "score"):
+        t = paired_t([r[key]["diff"] for r in results.values()])
+        across.append(cell(t.mean, t.lo, t.hi) + ("" if t.p is None else f", p = {t.p:.3f}"))
+    lines.append(f"| across {_seeds(len(results))} | {across[0]} | {across[1]} |")
     return "\n".join(lines)
 
 

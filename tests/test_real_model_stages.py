@@ -255,8 +255,19 @@ def test_the_fair_comparisons_table_pairs_the_seeds_on_the_goals(tmp_path):
     assert "A = warm start, B = GAGPO (2 seeds)" in text
     assert "| success % | 0.0 | 37.5 | +37.5 [" in text
     # GRPO against GAGPO on the one seed both finished: -25 + 25 on goals 0, 1, 3.
-    assert "A = GRPO (1 seeds), B = GAGPO (1 seeds)" in text
+    assert "A = GRPO (1 seed), B = GAGPO (1 seed)" in text
     assert "| success % | 25.0 | 50.0 | +25.0 [" in text
+    # Seed by seed: each seed against the warm start, and the one seed both finished; no
+    # interval over one seed.
+    assert "GAGPO - warm start, seed by seed" in text and "| across 2 seeds | +37.5 [" in text
+    assert "| 0 | +25.0 [" in text and "| across 1 seed | +25.0 [n/a] | +12.5 [n/a] |" in text
+    # A second GRPO seed: GAGPO - GRPO is +25 then -25 (success), +12.5 then -12.5 (score), so
+    # across the two seeds the mean is 0 and the t interval +-t(0.975, 1) * 25 (or 12.5).
+    write(tmp_path / "seeds" / "eval_grpo_s1", [True, True, False, False])
+    text = seeds_table(tmp_path, s)
+    assert "| 1 | -25.0 [" in text
+    assert ("| across 2 seeds | +0.0 [-317.7, +317.7], p = 1.000 | +0.0 [-158.8, +158.8], "
+            "p = 1.000 |") in text
 
 
 def test_alfworlds_second_run_teaches_longer_and_counts_wins_where_rl_will_see_them(tmp_path):
