@@ -342,6 +342,24 @@ def evaluate(
     return summary
 
 
+@contextlib.contextmanager
+def sampling(model: Any, *, engine: Any = None, amp: Any = None) -> Iterator[None]:
+    """Where a policy samples from ``model`` (the rollouts, the held-out evaluation): no
+    gradient, FSDP's shards gathered, LoRA's adapters folded into the weights
+    (:func:`gagpo.common.lora.folded_for_sampling`) unless vLLM's ``engine`` samples (on
+    weights of its own), under ``amp`` autocast (none when None)."""
+    import torch
+
+    from gagpo.common.lora import folded_for_sampling
+    from gagpo.distributed import full_parameters
+
+    folded = folded_for_sampling(model) if engine is None else contextlib.nullcontext()
+    device_type = next(model.parameters()).device.type
+    with torch.no_grad(), full_parameters(model), folded, \
+            torch.autocast(device_type, dtype=amp or torch.bfloat16, enabled=amp is not None):
+        yield
+
+
 def evaluate_model(model: Any, agent: Any, tasks: Sequence[Any], *, rank: int, world: int,
                    batch: int, temperature: float, seed: int,
                    new_policy: Callable[[int], Any], new_vec: Callable[[int], GroupVectorEnv],
@@ -357,10 +375,7 @@ def evaluate_model(model: Any, agent: Any, tasks: Sequence[Any], *, rank: int, w
     ``seed`` is the evaluation's own, so that evaluating never moves the training run's random
     streams.
     """
-    import torch
-
-    from gagpo.common.lora import folded_for_sampling
-    from gagpo.distributed import full_parameters, gather_objects
+    from gagpo.distributed import gather_objects
 
     mine = list(tasks)[rank::world]
     was_training = model.training
@@ -372,11 +387,7 @@ def evaluate_model(model: Any, agent: Any, tasks: Sequence[Any], *, rank: int, w
         settings = engine_settings(engine, temperature, seed)
     else:
         settings = contextlib.nullcontext(new_policy(seed))
-    device_type = next(model.parameters()).device.type
-    # LoRA's adapters folded into the weights, as for the rollouts (vLLM has its own copy).
-    folded = folded_for_sampling(model) if engine is None else contextlib.nullcontext()
-    with settings as policy, torch.no_grad(), full_parameters(model), folded, \
-            torch.autocast(device_type, dtype=amp or torch.bfloat16, enabled=amp is not None):
+    with settings as policy, sampling(model, engine=engine, amp=amp):
         batches = play_in_batches(policy, agent, mine, batch=batch, new_vec=new_vec)
         episodes = [e for _, table in batches for e in table.episodes()]
     model.train(was_training)

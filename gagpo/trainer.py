@@ -17,7 +17,6 @@ checkpoints, step tables, metrics (:mod:`gagpo.run_folder`).
 
 from __future__ import annotations
 
-import contextlib
 import random
 import time
 from dataclasses import dataclass, field, fields, replace
@@ -30,12 +29,10 @@ import torch
 from gagpo.advantages import compute_advantages
 from gagpo.agents.models import bf16_autocast, is_large
 from gagpo.agents.policies.factory import env_kwargs_for
-from gagpo.common.lora import folded_for_sampling
 from gagpo.common.malloc import return_freed_memory
 from gagpo.critic import Critic, CriticStats
 from gagpo.distributed import (
     all_reduce_max,
-    full_parameters,
     full_state,
     gather_objects,
     is_sharded,
@@ -48,7 +45,7 @@ from gagpo.distributed import (
     shard_model,
     shutdown_distributed,
 )
-from gagpo.evaluate import evaluate_model
+from gagpo.evaluate import evaluate_model, sampling
 from gagpo.policy_update import (
     UpdateBatch,
     UpdateStats,
@@ -520,11 +517,7 @@ def play(run: Run, vec: Any, tasks: list, seeds: list[int]) -> tuple[StepTable, 
         sync_engine(run.engine, run.model)
     timed = TimedPolicy(run.engine or run.policy)
     run.model.eval()
-    # vLLM's engine samples on weights of its own (sync_engine above merged them).
-    folded = folded_for_sampling(run.model) if run.engine is None else contextlib.nullcontext()
-    with torch.no_grad(), full_parameters(run.model), folded, \
-            torch.autocast(run.device.type, dtype=run.amp or torch.bfloat16,
-                           enabled=run.amp is not None):
+    with sampling(run.model, engine=run.engine, amp=run.amp):
         table = rollout(timed, run.agent, vec, tasks, seeds=seeds)
     return table, timed
 
