@@ -60,9 +60,11 @@ def test_hostile_messages_get_clear_errors_and_the_session_goes_on(server):
         assert ask(conn, {"type": "reset", "data": {"task": 0}})["type"] == "observation"
         cases = [
             ("not json {", "INVALID_JSON", "Invalid JSON"),
-            ("[1, 2, 3]", "INVALID_MESSAGE", "JSON object"),
-            ('"step"', "INVALID_MESSAGE", "JSON object"),
-            (b"\x00\x01binary", "INVALID_MESSAGE", "binary frames"),
+            ("[1, 2, 3]", "INVALID_MESSAGE", "must be a JSON object such as {\"type\": \"step\", "
+             "\"data\": {\"command\": ...}}, not a JSON list"),
+            ('"step"', "INVALID_MESSAGE", "not a JSON str"),
+            (b"\x00\x01binary", "INVALID_MESSAGE", "binary frames are not accepted: send JSON text "
+             'such as {"type": "reset", "data": {"task": 0}}'),
             ({"type": "teleport"}, "UNKNOWN_TYPE", "teleport"),
             ({"type": "step", "data": {"command": 5}}, "VALIDATION_ERROR", "Invalid message"),
             ({"type": "step", "data": {}}, "VALIDATION_ERROR", "Invalid message"),
@@ -82,6 +84,8 @@ def test_hostile_messages_get_clear_errors_and_the_session_goes_on(server):
         # the session survived all of it (a refused reset leaves no episode, as in process)
         assert "before step" in ask(conn, {"type": "step", "data": {"command": "look"}})[
             "data"]["message"]
+        # white space before an object is JSON's own: the message goes through
+        assert ask(conn, ' \n\t{"type": "reset", "data": {"task": 0}}')["type"] == "observation"
         assert ask(conn, {"type": "reset", "data": {"task": 0}})["type"] == "observation"
         answer = ask(conn, {"type": "step", "data": {"command": "look"}})
         assert answer["type"] == "observation" and answer["data"]["observation"]["text"]
