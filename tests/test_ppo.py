@@ -128,6 +128,19 @@ def test_under_lora_the_critic_trains_its_own_adapters_and_head(tmp_path):
     assert all("lora_" in n for n in ckpt["model"])
 
 
+def test_the_critics_checkpoint_state_reads_its_weights_in_place():
+    """A checkpoint is written at once from ``state()``: the weights it hands out are the
+    critic's own tensors (no second copy of a model's weights at every checkpoint), all of them,
+    with the optimizer's state beside them."""
+    model, tok = load_model("tiny")
+    critic = Critic(model, tok, TrainConfig(model="tiny", algo="ppo"), tok, world=1)
+    state = critic.state()
+    params = dict(critic.model.named_parameters())
+    assert state["model"].keys() == params.keys()
+    assert all(state["model"][n].data_ptr() == p.data_ptr() for n, p in params.items())
+    assert set(state["optimizer"]) == {"state", "param_groups"}
+
+
 def test_critic_settings_are_checked():
     with pytest.raises(ValueError, match="critic_lr"):
         TrainConfig(algo="ppo", critic_lr=0.0)
