@@ -85,7 +85,7 @@ class ValueModel(torch.nn.Module):
         self.head = torch.nn.Linear(lm.config.hidden_size, 1)
         torch.nn.init.zeros_(self.head.weight)
         torch.nn.init.zeros_(self.head.bias)
-        # FSDP shards one unit per transformer block (gagpo.distributed.shard_model).
+        # FSDP shards one unit per transformer block (gagpo.distributed.fsdp_units).
         self._no_split_modules = list(getattr(lm, "_no_split_modules", None) or [])
 
     def forward(self, prompts: Sequence[Sequence[int]], *, pad_id: int,

@@ -160,13 +160,19 @@ def shard_model(model: Any) -> Any:
     """
     from torch.distributed.fsdp import fully_shard
 
-    base = model.get_base_model() if hasattr(model, "get_base_model") else model  # peft
-    block_names = set(getattr(base, "_no_split_modules", None) or [])
-    blocks = [m for m in model.modules() if type(m).__name__ in block_names]
-    for block in blocks:
+    for block in fsdp_units(model):
         fully_shard(block)
     fully_shard(model)
     return model
+
+
+def fsdp_units(model: Any) -> list[torch.nn.Module]:
+    """The modules :func:`shard_model` shards one by one before the root: ``model``'s
+    transformer blocks, the classes its ``_no_split_modules`` names (the base model's, under
+    peft). Without them FSDP would gather the whole model at once, losing its memory saving."""
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model  # peft
+    block_names = set(getattr(base, "_no_split_modules", None) or [])
+    return [m for m in model.modules() if type(m).__name__ in block_names]
 
 
 def loss_scale(model: Any, world: int) -> float:

@@ -5,6 +5,7 @@ under FSDP in test_trainer.py.)"""
 from __future__ import annotations
 
 import json
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -13,7 +14,8 @@ import torch
 from two_ranks import TWO_RANKS, run_two_ranks
 
 from gagpo.agents.models import load_model
-from gagpo.critic import Critic, value_loss
+from gagpo.critic import Critic, CriticStats, ValueModel, value_loss
+from gagpo.distributed import fsdp_units
 from gagpo.train_config import TrainConfig
 from gagpo.trainer import train
 
@@ -347,6 +349,77 @@ def test_a_minibatch_of_one_row_steps_on_that_rows_own_loss():
     assert stats.value_loss == pytest.approx(float(loss), rel=1e-5)
     assert stats.grad_norm == pytest.approx(want, rel=1e-3)
 
+
+
+def test_the_logged_gradient_norm_is_the_mean_over_the_updates_optimizer_steps():
+    """Two epochs of two minibatches: four optimizer steps, and ``grad_norm`` is the mean of
+    their gradient norms (before clipping; the clip is out of reach here), as each step saw
+    them."""
+    model, tok = load_model("tiny")
+    cfg = TrainConfig(model="tiny", algo="ppo", value_clip=10.0, ppo_epochs=2,
+                      num_minibatches=2, max_grad_norm=1e9)
+    critic = Critic(model, tok, cfg, tok, world=1)
+    torch.nn.init.normal_(critic.model.head.weight, std=0.5)
+    params = [p for p in critic.model.parameters() if p.requires_grad]
+    norms: list[float] = []
+    critic.optimizer.register_step_pre_hook(lambda *_: norms.append(float(torch.sqrt(sum(
+        (p.grad.double() ** 2).sum() for p in params if p.grad is not None)))))
+    prompts = _prompts(tok)
+    old = critic.values(prompts, amp=None, pad_id=tok.pad_token_id)
+    stats = critic.update(prompts, old, np.array([1.0, -2.0, 3.0, 0.5, -1.0, 2.0]),
+                          epoch_seed=0, amp=None, pad_id=tok.pad_token_id)
+    assert len(norms) == 4 and len(set(norms)) == 4
+    assert stats.grad_norm == pytest.approx(np.mean(norms), rel=1e-6)
+
+
+def test_an_update_with_nothing_to_explain_logs_zeros_not_nans():
+    """No step with a prompt (a rank dealt only empty ones), or returns that do not vary: the
+    explained variance and the mean value are 0, not NaN, and numpy warns of nothing."""
+    model, tok = load_model("tiny")
+    critic = Critic(model, tok, TrainConfig(model="tiny", algo="ppo"), tok, world=1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        stats = critic.update([[], []], np.zeros(2), np.array([1.0, 2.0]), epoch_seed=0,
+                              amp=None, pad_id=tok.pad_token_id)
+        assert stats == CriticStats(value_loss=0.0, clip_frac=0.0, explained_variance=0.0,
+                                    value_mean=0.0, grad_norm=0.0)
+        prompts = _prompts(tok)[:3]
+        stats = critic.update(prompts, np.array([0.5, 0.5, 0.5]), np.full(3, 2.0),
+                              epoch_seed=0, amp=None, pad_id=tok.pad_token_id)
+    assert stats.explained_variance == 0.0  # Var(R) = 0: nothing to explain
+    assert stats.value_mean == 0.5
+
+
+def test_fsdp_shards_the_critic_one_transformer_block_at_a_time():
+    """The critic's value model keeps its language model's list of transformer blocks, so
+    FSDP gathers one block at a time, as for the policy, rather than the whole backbone."""
+    model, _ = load_model("tiny")
+    blocks = list(model.get_decoder().layers)
+    assert len(blocks) == model.config.num_hidden_layers > 1
+    assert [id(m) for m in fsdp_units(model)] == [id(m) for m in blocks]
+    assert [id(m) for m in fsdp_units(ValueModel(model))] == [id(m) for m in blocks]
+
+
+def test_the_critic_computes_in_bf16_whatever_the_devices_autocast_default():
+    """``amp=bfloat16`` is bf16 on every device: CUDA's autocast defaults to float16, so the
+    dtype is named, not left to the device. Simulated by making float16 the CPU's default."""
+    model, tok = load_model("tiny")
+    vm = ValueModel(model).eval()
+    torch.nn.init.normal_(vm.head.weight, std=0.5)
+    prompts = _prompts(tok)
+    before = torch.get_autocast_dtype("cpu")
+    with torch.no_grad():
+        want = vm(prompts, pad_id=tok.pad_token_id, amp=torch.bfloat16)
+        torch.set_autocast_dtype("cpu", torch.float16)
+        try:
+            got = vm(prompts, pad_id=tok.pad_token_id, amp=torch.bfloat16)
+            with torch.autocast("cpu"):  # what the device's default gives: other values
+                other = vm.head(vm.backbone(input_ids=torch.tensor([prompts[0]]), use_cache=False
+                                            ).last_hidden_state[:, -1].float()).squeeze(-1)
+        finally:
+            torch.set_autocast_dtype("cpu", before)
+    torch.testing.assert_close(got, want, rtol=0, atol=0)
+    assert abs(float(other[0]) - float(want[0])) > 1e-4
 
 @TWO_RANKS
 @pytest.mark.parametrize("parallel", ["ddp", "fsdp"])
