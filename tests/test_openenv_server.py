@@ -21,7 +21,7 @@ from test_openenv_limits import eventually
 import gagpo.envs  # noqa: E402, F401  (registers the environments)
 from gagpo.envs.base import INFO_KEYS  # noqa: E402
 from gagpo.openenv_client import GagpoEnvClient, TextAction, TextObservation  # noqa: E402
-from gagpo.openenv_server import running_server  # noqa: E402
+from gagpo.openenv_server import GagpoEnvironment, ServedEnv, running_server  # noqa: E402
 
 EXPERT = {"request_infos": ["expert_action"]}
 ENVS = {"WebShop-v0": ("click[no such button]", [0, 7]),   # bad action, tasks
@@ -104,6 +104,9 @@ def test_openenvs_generic_client_works_unchanged(served):
     with GenericEnvClient(base_url=server.url).sync() as client:
         result = client.reset(task=1, seed=0)
         assert result.observation["text"] == obs
+        # A reset starts an episode: nothing is over yet.
+        assert not (result.done or result.observation["terminated"]
+                    or result.observation["truncated"]), result
         # ALFWorld's path of the game file stays on the server: the task id names the game.
         assert ("gamefile" in info) == (env_id == "ALFWorld-v0")
         assert "gamefile" not in result.observation["info"]
@@ -118,6 +121,9 @@ def test_openenvs_generic_client_works_unchanged(served):
         state = client.state()
         assert state["env_id"] == env_id and state["step_count"] == 1
         assert state["max_steps"] == env.unwrapped.max_steps
+        if not result.done:  # the count goes on
+            client.step({"command": "look"})
+            assert client.state()["step_count"] == 2
     env.close()
 
 
@@ -184,6 +190,13 @@ def test_the_task_api_lists_ranges_and_refuses_indices_outside_a_split(served):
         with pytest.raises(urllib.error.HTTPError) as e:
             _post(server, f"/{env_id}/task", {"split": split, "index": index})
         assert e.value.code == 400 and "index" in e.value.read().decode().lower()
+    # OpenEnv answers every IndexError alike; a Python caller of the environment learns which
+    # index was out of range, the last one included (a bound of < n, not <= n).
+    environment = GagpoEnvironment(ServedEnv(env_id))
+    for index in (len(tasks), -1):
+        with pytest.raises(IndexError) as e:
+            environment.get_task(split, index)
+        assert e.value.args == (index,)
 
 
 def test_a_reset_by_index_or_task_says_where_the_session_is(served):
@@ -210,7 +223,7 @@ def test_a_reset_by_index_or_task_says_where_the_session_is(served):
         state = client.state()
         assert (state.split, state.task_id, state.episode_id, state.step_count) == (
             split, info["task_id"], "ep-7", 0)
-        for bad, match in [(dict(task=0, index=0), "not both"),
+        for bad, match in [(dict(task=0, index=0), r"\bgive task or index, not both\b"),
                            (dict(index=True), "integer"), (dict(index="3"), "integer"),
                            (dict(task=0, seed=-1), "seed"), (dict(task=0, seed=True), "seed"),
                            (dict(split=split, index=len(tasks)),
@@ -226,7 +239,7 @@ def test_a_reset_by_index_or_task_says_where_the_session_is(served):
 def test_bad_resets_and_steps_get_clear_errors_and_the_session_goes_on(served):
     env_id, server = served
     with GagpoEnvClient(base_url=server.url).sync() as client:
-        with pytest.raises(Exception, match="before step"):
+        with pytest.raises(Exception, match=r"\bcall reset before step\b"):
             client.step("look")
         with pytest.raises(Exception, match="taks"):
             client.reset(taks=0)  # a misspelt option is refused, not ignored
