@@ -80,7 +80,9 @@ def test_values_do_not_depend_on_the_batch_they_are_computed_in():
     together = critic.values(prompts, amp=None, pad_id=tok.pad_token_id)
     critic.cfg = TrainConfig(model="tiny", algo="ppo", micro_batch_tokens=1)
     alone = critic.values(prompts, amp=None, pad_id=tok.pad_token_id)
-    np.testing.assert_allclose(together, alone, atol=1e-5)
+    # float32 kernels round a row differently in another batch: up to 7e-6 seen on values
+    # of size 1-4, where padding read as tokens moves them by 0.1 and more.
+    np.testing.assert_allclose(together, alone, atol=1e-4)
     assert len(set(np.round(together, 6))) == 6
 
 
@@ -222,8 +224,8 @@ def test_values_are_each_rows_own_in_the_callers_order(pack, budget):
     with torch.no_grad():
         alone = [float(critic.model([p], pad_id=tok.pad_token_id, amp=None)[0]) if p else 0.0
                  for p in prompts]
-    np.testing.assert_allclose(got, alone, atol=1e-5)
-    assert got[0] == got[4] == 0.0 and got[1] == pytest.approx(got[8], abs=1e-6)
+    np.testing.assert_allclose(got, alone, atol=1e-4)  # rounding: see the test above
+    assert got[0] == got[4] == 0.0 and got[1] == pytest.approx(got[8], abs=1e-4)
     assert len({round(v, 5) for v in got[1:4]}) == 3  # the rows differ: their order shows
 
 
