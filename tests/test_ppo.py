@@ -191,7 +191,7 @@ def test_rows_sharing_a_prompt_run_once_and_train_the_critic_as_separate_rows_do
     (off, v_off, values_off, update_off), (on, v_on, values_on, update_on) = results.values()
     assert (values_off, update_off) == (6, 6)  # every row with a prompt, the empty one not
     assert (values_on, update_on) == (3, 3)  # each distinct prompt once
-    np.testing.assert_allclose(v_on, v_off, atol=1e-5)
+    np.testing.assert_allclose(v_on, v_off, atol=1e-4)  # rounding (see above)
     assert v_on[0] == v_on[2] == v_on[5] != v_on[1] and v_on[6] == 0.0
     for name, weight in off.items():
         torch.testing.assert_close(on[name], weight, atol=2e-5, rtol=1e-4, msg=name)
