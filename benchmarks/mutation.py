@@ -512,12 +512,14 @@ def _run_one(target: Target, max_seconds: float | None = None, survivors: bool =
 
 
 def _run_subprocess_tests(target: Target, results: dict[str, int | None]) -> dict[str, int]:
-    """Run ``target.subprocess_tests`` on each surviving mutant (mutmut's trampolines pick the
-    mutant named by ``MUTANT_UNDER_TEST`` in the child processes too); returns the verdicts
-    that change: 1 for a failing test, 36 (mutmut's timeout code) for one over 15 minutes."""
+    """Run ``target.subprocess_tests`` on each surviving mutant not listed as equivalent (they
+    take minutes a mutant; mutmut's trampolines pick the mutant named by ``MUTANT_UNDER_TEST``
+    in the child processes too); returns the verdicts that change: 1 for a failing test, 36
+    (mutmut's timeout code) for one over 15 minutes."""
     changed = {}
-    survivors = [k for k, v in results.items()
-                 if v is not None and v not in _KILLED and v not in _TIMEOUT]
+    equivalent = equivalent_mutants()
+    survivors = [k for k, v in results.items() if v is not None and v not in _KILLED
+                 and v not in _TIMEOUT and k not in equivalent]
     for n, name in enumerate(survivors, start=1):
         env = dict(os.environ, MUTANT_UNDER_TEST=name, OMP_NUM_THREADS="1")
         try:
