@@ -12,7 +12,7 @@ import torch
 from distributed_update import policy
 
 from gagpo.critic import Critic, ValueModel
-from gagpo.distributed import full_state, load_full_state, setup_distributed
+from gagpo.distributed import full_state, is_sharded, load_full_state, setup_distributed
 from gagpo.train_config import TrainConfig
 
 PROMPTS = [[5, 6, 7, 8, 9], [11, 12, 13], [20, 21, 22, 23], [30, 31], [33, 34, 35],
@@ -65,6 +65,8 @@ def update(c: Critic, rows: list[int], pad_id: int) -> float:
 def main(parallel: str, out: str) -> None:
     rank, world, _ = setup_distributed()
     c, pad_id = critic(parallel, world)
+    # --parallel fsdp shards the critic (its memory split over the ranks), ddp does not.
+    assert is_sharded(c.model) == (parallel == "fsdp"), parallel
     grad_norm = update(c, RANK_ROWS[rank], pad_id)
     state = full_state(c.model)
     if rank == 0:

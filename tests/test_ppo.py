@@ -155,8 +155,29 @@ def test_critic_settings_are_checked():
 
 
 def test_a_critic_model_with_another_tokenizer_is_refused(tmp_path):
-    with pytest.raises(ValueError, match="tokenises text differently"):
+    with pytest.raises(ValueError, match=r"tokenises text differently .*\btokens, so it needs "
+                                         r"the policy's tokenizer$"):
         train(_ppo_cfg(tmp_path, iterations=1, critic_model="smollm2-135m"))
+
+
+def test_the_critic_steps_at_its_own_learning_rate_and_weight_decay():
+    """``--critic-lr`` and ``--weight-decay`` reach the critic's optimizer (not AdamW's
+    defaults, 1e-3 and 0.01)."""
+    model, tok = load_model("tiny")
+    cfg = TrainConfig(model="tiny", algo="ppo", critic_lr=3e-5, weight_decay=0.2)
+    (group,) = Critic(model, tok, cfg, tok, world=1).optimizer.param_groups
+    assert (group["lr"], group["weight_decay"]) == (3e-5, 0.2)
+
+
+def test_the_value_reads_the_prompt_to_its_last_token():
+    """V(s) is read at the prompt's last token, which has seen the whole prompt: two prompts
+    that differ only in their last token get different values."""
+    model, tok = load_model("tiny")
+    vm = ValueModel(model).eval()
+    torch.nn.init.normal_(vm.head.weight, std=0.5)
+    with torch.no_grad():
+        v = vm([[5, 6, 7, 8], [5, 6, 7, 9]], pad_id=tok.pad_token_id, amp=None)
+    assert abs(float(v[0] - v[1])) > 1e-3
 
 
 def test_rows_sharing_a_prompt_run_once_and_train_the_critic_as_separate_rows_do():
