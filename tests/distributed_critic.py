@@ -6,6 +6,7 @@ tests/test_ppo.py compares them with one process updating on all the rows."""
 from __future__ import annotations
 
 import sys
+from typing import Any
 
 import numpy as np
 import torch
@@ -62,15 +63,31 @@ def update(c: Critic, rows: list[int], pad_id: int) -> float:
     return stats.grad_norm * c.cfg.ppo_epochs * c.cfg.num_minibatches
 
 
+def ddp_starts(rank: int, world: int) -> list[dict[str, torch.Tensor]]:
+    """Each rank makes a DDP critic from a language model of its own, rank 1's moved off rank
+    0's (as a random LoRA start would be); what each rank's critic holds once made."""
+    model, tok = policy()
+    if rank == 1:
+        with torch.no_grad():
+            for p in model.parameters():
+                p.add_(0.01)
+    made = Critic(model, tok, config("ddp"), tok, world=world)
+    held: list[Any] = [None] * world
+    torch.distributed.all_gather_object(
+        held, {k: v.detach().clone() for k, v in made.model.state_dict().items()})
+    return held
+
+
 def main(parallel: str, out: str) -> None:
     rank, world, _ = setup_distributed()
+    starts = ddp_starts(rank, world) if parallel == "ddp" else None
     c, pad_id = critic(parallel, world)
     # --parallel fsdp shards the critic (its memory split over the ranks), ddp does not.
     assert is_sharded(c.model) == (parallel == "fsdp"), parallel
     grad_norm = update(c, RANK_ROWS[rank], pad_id)
     state = full_state(c.model)
     if rank == 0:
-        torch.save({"params": state, "grad_norm": grad_norm}, out)
+        torch.save({"params": state, "grad_norm": grad_norm, "starts": starts}, out)
     torch.distributed.barrier()  # no rank leaves while another still talks to it
     torch.distributed.destroy_process_group()
 

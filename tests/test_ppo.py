@@ -486,3 +486,11 @@ def test_critic_over_two_ranks_updates_like_one_process_on_all_rows(tmp_path, pa
                if not k.startswith("head")) > 1e-4  # the backbone moved, not only the head
     for k in whole:
         torch.testing.assert_close(saved["params"][k], whole[k], atol=2e-5, rtol=1e-4, msg=k)
+    if parallel == "ddp":  # every rank's critic starts from rank 0's weights, not its own
+        from distributed_update import policy
+
+        rank0 = ValueModel(policy()[0]).state_dict()
+        assert len(saved["starts"]) == 2
+        for held in saved["starts"]:
+            for k, v in rank0.items():
+                torch.testing.assert_close(held[k], v, rtol=0, atol=0, msg=k)
