@@ -1,6 +1,7 @@
 """Run under ``torchrun --nproc_per_node=2``: one critic update of the tiny model's value model
 on fixed rows, split unevenly over the ranks, under ``--parallel`` ddp or fsdp. Rank 0 writes
-the updated weights and the update's gradient norm to ``OUT`` (a .pt file).
+the updated weights and the update's gradient norm to ``OUT`` (a .pt file), and under ddp each
+rank's critic as it was made (:func:`ddp_starts`).
 tests/test_ppo.py compares them with one process updating on all the rows."""
 
 from __future__ import annotations
