@@ -424,7 +424,9 @@ def _interrupt(signum: int, frame: object) -> None:
 def _run_one(target: Target, max_seconds: float | None = None, survivors: bool = False) -> None:
     """Run mutmut on one target (in this process: mutmut changes sys.path and forks workers)
     and write its results to ``mutants/report/<slug>.json``; after ``max_seconds`` the run
-    stops as on Ctrl-C, and only the mutants tested by then are reported.
+    stops as on Ctrl-C, and only the mutants tested by then are reported. A target with
+    ``subprocess_tests`` is reported twice: with mutmut's verdicts, then with the child-process
+    pass's, so that stopping that pass loses nothing ``--survivors`` cannot go on from.
 
     With ``survivors``, only the mutants that survived the target's last report (equivalents
     aside), and those a stopped last run left untested, are run, against the tests as they are
@@ -483,32 +485,41 @@ def _run_one(target: Target, max_seconds: float | None = None, survivors: bool =
         results.update({k: v for k, v in data.exit_code_by_key.items() if target.selects(k)})
     if previous is not None:  # the new verdicts over the last report's
         results = {**previous["exit_codes"], **{k: results.get(k) for k in patterns}}
+
+    def write(results: dict[str, int | None], error: str | None) -> None:
+        untested = [k for k, v in results.items() if v is None]
+        if untested:  # a stopped run: a mutant never run is no survivor
+            error = (f"stopped after {len(results) - len(untested)} of {len(results)} mutants"
+                     + (f" ({error})" if error else ""))
+            results = {k: v for k, v in results.items() if v is not None}
+        diffs = {}
+        for name, code in results.items():
+            if code not in _KILLED and code not in _TIMEOUT:
+                try:
+                    diffs[name] = get_diff_for_mutant(name, path=_file_of(target, name))
+                except Exception as e:  # a diff is a convenience; the verdict stands without it
+                    diffs[name] = f"(no diff: {e})"
+        out = {
+            "target": target.name,
+            "files": list(target.files),
+            "tests": list(target.tests),
+            "exit_codes": results,
+            "diffs": diffs,
+            "seconds": (round(time.monotonic() - started, 1)
+                        + (previous or {}).get("seconds", 0)),
+            "error": error,
+            "commit": commit if previous is None else f"{previous['commit']}, survivors {commit}",
+            "omp_num_threads": os.environ.get("OMP_NUM_THREADS"),
+        }
+        path.write_text(json.dumps(out, indent=1))
+
     if target.subprocess_tests:
+        # mutmut's verdicts first: a stop in the child-process pass (minutes a survivor) keeps
+        # them, and --survivors goes on from there.
+        write(results, "the child-process tests had not run on the survivors"
+              + (f"; {error}" if error else ""))
         results.update(_run_subprocess_tests(target, results))
-    untested = [k for k, v in results.items() if v is None]
-    if untested:  # a stopped run: a mutant never run is no survivor
-        error = (f"stopped after {len(results) - len(untested)} of {len(results)} mutants"
-                 + (f" ({error})" if error else ""))
-        results = {k: v for k, v in results.items() if v is not None}
-    diffs = {}
-    for name, code in results.items():
-        if code not in _KILLED and code not in _TIMEOUT:
-            try:
-                diffs[name] = get_diff_for_mutant(name, path=_file_of(target, name))
-            except Exception as e:  # a diff is a convenience; the verdict stands without it
-                diffs[name] = f"(no diff: {e})"
-    out = {
-        "target": target.name,
-        "files": list(target.files),
-        "tests": list(target.tests),
-        "exit_codes": results,
-        "diffs": diffs,
-        "seconds": round(time.monotonic() - started, 1) + (previous or {}).get("seconds", 0),
-        "error": error,
-        "commit": commit if previous is None else f"{previous['commit']}, survivors {commit}",
-        "omp_num_threads": os.environ.get("OMP_NUM_THREADS"),
-    }
-    path.write_text(json.dumps(out, indent=1))
+    write(results, error)
 
 
 def _run_subprocess_tests(target: Target, results: dict[str, int | None]) -> dict[str, int]:
