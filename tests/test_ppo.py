@@ -252,7 +252,6 @@ def test_values_are_each_rows_own_in_the_callers_order(pack, budget, amp):
     assert len({round(v, 5) for v in got[1:4]}) == 3  # the rows differ: their order shows
 
 
-
 def test_padded_passes_group_prompts_of_like_length():
     """Where prompts are padded (not packed), the critic's micro-batches take them sorted by
     length, so that a pass pads little: three short and three long prompts, interleaved, under a
@@ -271,6 +270,7 @@ def test_padded_passes_group_prompts_of_like_length():
                   pad_id=tok.pad_token_id)
     hook.remove()
     assert sorted(shapes) == [(3, 2), (3, 2), (3, 12), (3, 12)]  # values, then the update
+
 
 @pytest.mark.parametrize("pack", ["off", "on"])
 def test_the_update_scores_each_row_against_its_own_target(pack):
@@ -395,7 +395,6 @@ def test_a_minibatch_of_one_row_steps_on_that_rows_own_loss():
     assert stats.grad_norm == pytest.approx(want, rel=1e-3)
 
 
-
 def test_the_logged_gradient_norm_is_the_mean_over_the_updates_optimizer_steps():
     """Two epochs of two minibatches: four optimizer steps, and ``grad_norm`` is the mean of
     their gradient norms (before clipping; the clip is out of reach here), as each step saw
@@ -465,6 +464,7 @@ def test_the_critic_computes_in_bf16_whatever_the_devices_autocast_default():
             torch.set_autocast_dtype("cpu", before)
     torch.testing.assert_close(got, want, rtol=0, atol=0)
     assert abs(float(other[0]) - float(want[0])) > 1e-4
+
 
 @TWO_RANKS
 @pytest.mark.parametrize("parallel", ["ddp", "fsdp"])
