@@ -706,10 +706,16 @@ def report(work: Path, out: Path, s: Settings, costs: dict[str, dict[str, Any]])
     path.write_text(json.dumps(known | costs, indent=1) + "\n")
     commands = "\n".join(f"# {st.name}\n{shlex.join(st.command)}" for st in stages(work, s))
     (out / "commands.sh").write_text(commands + "\n")
-    (out / "machine.txt").write_text(
-        f"{machine()}\nlast updated {time.strftime('%Y-%m-%d %H:%M %Z')} by "
-        f"python -m benchmarks.real_model {' '.join(sys.argv[1:])}\n")
+    log_invocation(out / "machine.txt")
     return text
+
+
+def log_invocation(path: Path) -> None:
+    """Add this invocation (its machine, time and command line) to ``path``, keeping earlier
+    ones: a folder's stages often run on several machines, one invocation each."""
+    earlier = path.read_text() if path.exists() else ""
+    path.write_text(earlier + f"{machine()}\nlast updated {time.strftime('%Y-%m-%d %H:%M %Z')} "
+                    f"by python -m benchmarks.real_model {' '.join(sys.argv[1:])}\n")
 
 
 def main(argv: list[str] | None = None) -> int:

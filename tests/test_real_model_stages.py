@@ -142,6 +142,8 @@ def test_a_report_keeps_its_rows_and_curves_once_the_runs_are_gone(tmp_path):
     assert again == first and "| rule baseline | 200 |" in again
     assert (out / "curves.png").exists()  # drawn from the kept metrics
     assert not (out / "curves_alfworld.png").exists()  # no ALFWorld run logged anything
+    # each invocation's machine and command line kept, not only the last one's
+    assert (out / "machine.txt").read_text().count("\nlast updated ") == 2
 
 
 def test_a_time_budget_starts_no_stage_that_would_not_end_within_it(tmp_path):
