@@ -99,3 +99,30 @@ def test_a_lora_runs_held_out_evaluation_plays_the_folded_model(tmp_path):
     finally:
         hook.remove()
     assert calls and all(calls), f"{calls.count(False)} of {len(calls)} calls unfolded"
+
+
+def test_a_lora_models_rollout_projects_only_the_last_prompt_position_onto_the_vocabulary():
+    """peft's model takes ``*args, **kwargs``: the policy reads the arguments its forward pass
+    takes (``logits_to_keep``, the cache's keyword) on the model that runs it. Read on the
+    wrapper, a LoRA run's prefill computed the whole vocabulary's logits at every position."""
+    from gagpo.agents.policies import TransformersPolicy
+    from gagpo.agents.policies.base import Request
+    from gagpo.agents.policies.kv_cache import cache_keyword
+
+    plain, tokenizer = load_model(tiny_model_folder(TinySpec()))
+    model = _lora_model()
+    assert cache_keyword(model) == cache_keyword(plain)
+    request = Request([{"role": "user", "content": "find a red pair of running shoes " * 4}],
+                      ["click[buy now]"], {})
+    for m in (plain, model):
+        positions: list[int] = []
+        head = m.get_output_embeddings().register_forward_hook(
+            lambda module, args, output, seen=positions: seen.append(args[0].shape[1]))
+        policy = TransformersPolicy(m, tokenizer, temperature=1.0, max_new_tokens=4, seed=0)
+        try:
+            with torch.no_grad(), folded_for_sampling(m):
+                reply, = policy.act([request])
+        finally:
+            head.remove()
+        assert len(reply.prompt_token_ids) > 30 and reply.token_ids
+        assert positions and max(positions) == 1, positions  # prefill and decoding alike

@@ -46,7 +46,6 @@ starts are long.
 from __future__ import annotations
 
 import copy
-import inspect
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -58,7 +57,12 @@ import torch.nn.functional as F
 
 from gagpo.agents.parser import fill_template, is_template
 from gagpo.agents.policies.base import MODES, Policy, Reply, Request
-from gagpo.agents.policies.kv_cache import cache_keyword, decode_attention, new_cache
+from gagpo.agents.policies.kv_cache import (
+    cache_keyword,
+    decode_attention,
+    forward_parameters,
+    new_cache,
+)
 from gagpo.agents.prompts import chat_prompt_ids
 from gagpo.common.numbers import check_number
 
@@ -328,8 +332,7 @@ class TransformersPolicy(Policy):
             self.pad_id = tokenizer.eos_token_id
         self.eos_ids = self._eos_ids()
         self._cache_kw = cache_keyword(model)
-        params = inspect.signature(model.forward).parameters
-        self._keep_last = "logits_to_keep" in params
+        self._keep_last = "logits_to_keep" in forward_parameters(model)
 
     def _eos_ids(self) -> set[int]:
         ids: set[int] = set()
