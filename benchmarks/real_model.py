@@ -712,10 +712,15 @@ def report(work: Path, out: Path, s: Settings, costs: dict[str, dict[str, Any]])
 
 def log_invocation(path: Path) -> None:
     """Add this invocation (its machine, time and command line) to ``path``, keeping earlier
-    ones: a folder's stages often run on several machines, one invocation each."""
-    earlier = path.read_text() if path.exists() else ""
-    path.write_text(earlier + f"{machine()}\nlast updated {time.strftime('%Y-%m-%d %H:%M %Z')} "
-                    f"by python -m benchmarks.real_model {' '.join(sys.argv[1:])}\n")
+    ones: a folder's stages often run on several machines, one invocation each. A report of
+    the same command line as the last entry's (a driver reports after every stage) updates
+    that entry's time instead."""
+    command = f"by python -m benchmarks.real_model {' '.join(sys.argv[1:])}"
+    entries = path.read_text().splitlines() if path.exists() else []
+    if len(entries) >= 2 and entries[-1].endswith(command) and entries[-2] == machine():
+        entries = entries[:-2]
+    entries += [machine(), f"last updated {time.strftime('%Y-%m-%d %H:%M %Z')} {command}"]
+    path.write_text("\n".join(entries) + "\n")
 
 
 def main(argv: list[str] | None = None) -> int:

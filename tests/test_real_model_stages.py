@@ -4,6 +4,7 @@ finished stages and leaves the others marked as not run."""
 
 import json
 import random
+import sys
 from pathlib import Path
 
 import pytest
@@ -108,7 +109,7 @@ def test_report_reads_finished_evaluations_only(tmp_path):
     assert "| SmolLM2, warm start + GiGPO" in pending and "| SmolLM2, warm start + GRPO" in pending
 
 
-def test_a_report_keeps_its_rows_and_curves_once_the_runs_are_gone(tmp_path):
+def test_a_report_keeps_its_rows_and_curves_once_the_runs_are_gone(tmp_path, monkeypatch):
     """The weights and run folders stay on the machine that trained them; the report's own
     copies of each summary and each run's metrics draw the same table and curves without
     them, and a later report from another, emptier work folder keeps those rows."""
@@ -127,6 +128,7 @@ def test_a_report_keeps_its_rows_and_curves_once_the_runs_are_gone(tmp_path):
     for i, row in enumerate(table.rows):
         row.well_formed = i % 4 != 0
     save_step_table(work / "gigpo" / "steps" / "iter_00001.npz", table, cols, False)
+    monkeypatch.setattr(sys, "argv", ["real_model", "--stages", "gigpo"])
     first = report(work, out, Settings(), {})
     assert (out / "evals" / "eval_rule.json").exists()
     assert (out / "evals" / "eval_rule" / "episodes.jsonl").read_text() == episodes
@@ -138,12 +140,15 @@ def test_a_report_keeps_its_rows_and_curves_once_the_runs_are_gone(tmp_path):
     assert "steps/well_formed" not in kept[1]  # no step table: no figure made up
     (out / "curves.png").unlink()
 
+    assert report(work, out, Settings(), {}) == first  # the same invocation: one entry
+    monkeypatch.setattr(sys, "argv", ["real_model", "--report-only"])
     again = report(tmp_path / "elsewhere", out, Settings(), {})
     assert again == first and "| rule baseline | 200 |" in again
     assert (out / "curves.png").exists()  # drawn from the kept metrics
     assert not (out / "curves_alfworld.png").exists()  # no ALFWorld run logged anything
     # each invocation's machine and command line kept, not only the last one's
-    assert (out / "machine.txt").read_text().count("\nlast updated ") == 2
+    logged = (out / "machine.txt").read_text()
+    assert logged.count("\nlast updated ") == 2 and "--stages gigpo\n" in logged
 
 
 def test_a_time_budget_starts_no_stage_that_would_not_end_within_it(tmp_path):
