@@ -715,11 +715,12 @@ def log_invocation(path: Path) -> None:
     ones: a folder's stages often run on several machines, one invocation each. A report of
     the same command line as the last entry's (a driver reports after every stage) updates
     that entry's time instead."""
+    here = machine()
     command = f"by python -m benchmarks.real_model {' '.join(sys.argv[1:])}"
     entries = path.read_text().splitlines() if path.exists() else []
-    if len(entries) >= 2 and entries[-1].endswith(command) and entries[-2] == machine():
+    if len(entries) >= 2 and entries[-1].endswith(command) and entries[-2] == here:
         entries = entries[:-2]
-    entries += [machine(), f"last updated {time.strftime('%Y-%m-%d %H:%M %Z')} {command}"]
+    entries += [here, f"last updated {time.strftime('%Y-%m-%d %H:%M %Z')} {command}"]
     path.write_text("\n".join(entries) + "\n")
 
 
