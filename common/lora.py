@@ -1,4 +1,5 @@
-"""LoRA adapters folded into the weights where nothing trains: rollouts and evaluations.
+"""LoRA adapters folded into the weights where nothing trains (rollouts and evaluations), and
+frozen weights held in the update's low precision where they do not change (its passes).
 
 An unmerged LoRA layer runs three products (the frozen weight, then A and B) and a few more
 kernel calls for every linear layer of every decoding step, and under autocast its frozen
@@ -72,6 +73,32 @@ def folded_for_sampling(model: Any) -> Iterator[None]:
             layer._disable_adapters = False
         for p in thawed:
             p.requires_grad_(False)
+
+
+@contextlib.contextmanager
+def frozen_weights_in(model: Any, dtype: torch.dtype) -> Iterator[None]:
+    """Inside, the frozen weights of ``model``'s LoRA layers are held in ``dtype``, the
+    update's autocast dtype; on exit the original tensors come back, the very ones they were.
+
+    Autocast caches its cast of a leaf that requires grad, not of a frozen one: in a LoRA
+    update every pass cast every frozen weight again, forward and backward. Held in ``dtype``,
+    a weight reaches its product as autocast would have cast it (round to nearest even), so
+    the update's log-probs and gradients are the same bit for bit, without the casts. It holds
+    a copy of those weights (2 bytes each in bf16) for the update's duration. A model without
+    adapters is left as it is."""
+    swapped = []
+    try:
+        for layer in _lora_layers(model):
+            base = layer.get_base_layer()
+            weight = base.weight
+            if weight.requires_grad or weight.dtype == dtype:
+                continue
+            swapped.append((base, weight))
+            base.weight = torch.nn.Parameter(weight.detach().to(dtype), requires_grad=False)
+        yield
+    finally:
+        for base, weight in swapped:
+            base.weight = weight
 
 
 def merge_loaded_adapters(model: Any) -> Any:

@@ -21,6 +21,7 @@ import numpy as np
 import torch
 
 from gagpo.batching import micro_batches, packed_micro_batches
+from gagpo.common.lora import frozen_weights_in
 from gagpo.distributed import (
     all_reduce_sum,
     full_parameters,
@@ -182,6 +183,17 @@ def packs_prompts(cfg: TrainConfig, model: Any) -> bool:
     return next(model.parameters()).device.type == "cpu"
 
 
+def frozen_weights_held(model: Any, amp: torch.dtype | None) -> contextlib.AbstractContextManager:
+    """A LoRA update's frozen weights held in the autocast dtype (``common.lora``), on a CPU:
+    there every pass cast each of them again, forward and backward, and memory is not what
+    runs out. Elsewhere (a GPU, where the copies would take memory that
+    checkpointing may have been asked to save; a sharded model, whose storage FSDP owns;
+    no autocast) a no-op."""
+    if amp is None or is_sharded(model) or next(model.parameters()).device.type != "cpu":
+        return contextlib.nullcontext()
+    return frozen_weights_in(model, amp)
+
+
 def update(model: Any, ref_model: Any | None, optimizer: torch.optim.Optimizer,
            batch: UpdateBatch | Mapping[str, Sequence], cfg: TrainConfig, *, world: int,
            epoch_seed: int, amp: torch.dtype | None, pad_id: int) -> UpdateStats:
@@ -242,9 +254,10 @@ def update(model: Any, ref_model: Any | None, optimizer: torch.optim.Optimizer,
             cfg.micro_batch_tokens, one_prompt_each=is_sharded(model))]
 
     lengths = [len(p) + len(r) for p, r in zip(batch.prompt, batch.reply, strict=True)]
-    grad_norm = optimizer_steps(model, optimizer, lengths, cfg, world=world,
-                                epoch_seed=epoch_seed, count=count, micro_step=micro_step,
-                                split=packed_split if packed else None)
+    with frozen_weights_held(model, amp):
+        grad_norm = optimizer_steps(model, optimizer, lengths, cfg, world=world,
+                                    epoch_seed=epoch_seed, count=count, micro_step=micro_step,
+                                    split=packed_split if packed else None)
     steps = cfg.ppo_epochs * cfg.num_minibatches
     tok = max(totals.get("tokens", 0.0), 1.0)
     return UpdateStats(pg_loss=totals.get("pg", 0.0) / tok, kl=totals.get("kl", 0.0) / tok,

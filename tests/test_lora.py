@@ -1,6 +1,9 @@
 """LoRA folded into the weights where nothing trains: a LoRA run's rollouts sample from the
 model it trains (folded for the rollout, the frozen weights untouched after), and its
-``final/`` adapters load as the model it trained."""
+``final/`` adapters load as the model it trained. Its update holds the frozen weights in the
+autocast dtype on a CPU, with the same result."""
+
+import contextlib
 
 import torch
 from peft import LoraConfig, get_peft_model
@@ -126,3 +129,61 @@ def test_a_lora_models_rollout_projects_only_the_last_prompt_position_onto_the_v
             head.remove()
         assert len(reply.prompt_token_ids) > 30 and reply.token_ids
         assert positions and max(positions) == 1, positions  # prefill and decoding alike
+
+
+def _lora_update(monkeypatch, hold: bool):
+    """One LoRA update of the tiny model under bf16 autocast on a CPU: the adapters after it,
+    how many times a frozen LoRA weight was cast during it, and how many such weights."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    import gagpo.policy_update as policy_update
+    from gagpo.train_config import TrainConfig
+
+    if not hold:  # the update as it was: every frozen weight cast by autocast at every call
+        monkeypatch.setattr(policy_update, "frozen_weights_held",
+                            lambda model, amp: contextlib.nullcontext())
+    torch.manual_seed(3)
+    model = _lora_model()
+    bases = [m.get_base_layer() for m in model.modules() if hasattr(m, "lora_A")]
+    weights = [b.weight for b in bases]
+    shapes = {tuple(w.shape) for w in weights}
+
+    class FrozenWeightCasts(TorchDispatchMode):
+        count = 0
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            if func is torch.ops.aten._to_copy.default and tuple(args[0].shape) in shapes:
+                FrozenWeightCasts.count += 1
+            return func(*args, **(kwargs or {}))
+
+    prompts = [[5, 6, 7, 8, 9]] * 2 + [[11, 12, 13]] * 2
+    replies = [[40, 41, 42], [43, 44], [45, 46, 47, 48], [49]]
+    batch = {"prompt": prompts, "reply": replies, "adv": [1.0, -1.0, 0.5, -0.5],
+             "old_logp": [[-3.0] * len(r) for r in replies]}
+    cfg = TrainConfig(lr=1e-2, kl_coef=0.0, lora_rank=4, micro_batch_tokens=16)
+    trained = [p for p in model.parameters() if p.requires_grad]
+    with FrozenWeightCasts():
+        policy_update.update(model, None, torch.optim.SGD(trained, lr=1e-2), batch, cfg,
+                             world=1, epoch_seed=0, amp=torch.bfloat16, pad_id=0)
+    assert [b.weight for b in bases] == weights  # the very fp32 tensors, back after the update
+    assert all(w.dtype == torch.float32 and not w.requires_grad for w in weights)
+    adapters = {n: p.detach().clone() for n, p in model.named_parameters() if p.requires_grad}
+    return adapters, FrozenWeightCasts.count, len(weights)
+
+
+def test_a_lora_update_on_a_cpu_casts_no_frozen_weight_and_moves_the_adapters_as_before(
+        monkeypatch):
+    """Autocast casts a frozen weight again at every call (it caches the casts of weights that
+    require grad only): a LoRA update holds the frozen weights in its autocast dtype for its
+    passes: each is cast once for the whole update, not at every pass, and the adapters move
+    exactly as when every pass cast them."""
+    held, held_casts, n_weights = _lora_update(monkeypatch, hold=True)
+    monkeypatch.undo()
+    cast, casts, _ = _lora_update(monkeypatch, hold=False)
+    assert held_casts == n_weights and casts >= 3 * n_weights  # 3 passes: 16 tokens each
+    assert held.keys() == cast.keys()
+    for name in held:
+        assert torch.equal(held[name], cast[name]), name
+    torch.manual_seed(3)
+    start = {n: p for n, p in _lora_model().named_parameters() if p.requires_grad}
+    assert any(not torch.equal(held[n], start[n]) for n in held)  # the update moved them
