@@ -76,16 +76,23 @@ def folded_for_sampling(model: Any) -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def frozen_weights_in(model: Any, dtype: torch.dtype) -> Iterator[None]:
-    """Inside, the frozen weights of ``model``'s LoRA layers are held in ``dtype``, the
-    update's autocast dtype; on exit the original tensors come back, the very ones they were.
+def lora_passes_in(model: Any, dtype: torch.dtype) -> Iterator[None]:
+    """Inside, the passes of ``model`` (LoRA, under autocast to ``dtype``: a LoRA update's)
+    skip two kinds of cast that change no value; on exit the model is as it was, its frozen
+    weights the very tensors they were.
 
-    Autocast caches its cast of a leaf that requires grad, not of a frozen one: in a LoRA
-    update every pass cast every frozen weight again, forward and backward. Held in ``dtype``,
-    a weight reaches its product as autocast would have cast it (round to nearest even), so
-    the update's log-probs and gradients are the same bit for bit, without the casts. It holds
-    a copy of those weights (2 bytes each in bf16) for the update's duration. A model without
-    adapters is left as it is."""
+    - Autocast caches its cast of a leaf that requires grad, not of a frozen one: every pass
+      cast every frozen weight again. Inside, the frozen weights of the LoRA layers are held in
+      ``dtype``, as autocast would have cast them (round to nearest even): 2 bytes a weight
+      for the duration.
+    - peft casts each LoRA layer's input to its adapters' dtype (float32) before autocast casts
+      it back to ``dtype`` for their product: a round trip for the inputs that are already in
+      ``dtype`` (the attention's output, the MLP's product), in the backward pass too. Inside,
+      peft's cast is off (``peft.helpers.disable_input_dtype_casting``; a peft without it
+      keeps its casts).
+
+    So the passes' log-probs and gradients are the same bit for bit, with fewer copies. A model
+    without adapters is left as it is."""
     swapped = []
     try:
         for layer in _lora_layers(model):
@@ -95,10 +102,21 @@ def frozen_weights_in(model: Any, dtype: torch.dtype) -> Iterator[None]:
                 continue
             swapped.append((base, weight))
             base.weight = torch.nn.Parameter(weight.detach().to(dtype), requires_grad=False)
-        yield
+        with _peft_input_casts_off(model if swapped else None):
+            yield
     finally:
         for base, weight in swapped:
             base.weight = weight
+
+
+def _peft_input_casts_off(model: Any) -> contextlib.AbstractContextManager:
+    if model is None:
+        return contextlib.nullcontext()
+    try:
+        from peft.helpers import disable_input_dtype_casting
+    except ImportError:  # peft < 0.15
+        return contextlib.nullcontext()
+    return disable_input_dtype_casting(model)
 
 
 def merge_loaded_adapters(model: Any) -> Any:

@@ -21,7 +21,7 @@ import numpy as np
 import torch
 
 from gagpo.batching import micro_batches, packed_micro_batches
-from gagpo.common.lora import frozen_weights_in
+from gagpo.common.lora import lora_passes_in
 from gagpo.distributed import (
     all_reduce_sum,
     full_parameters,
@@ -183,15 +183,16 @@ def packs_prompts(cfg: TrainConfig, model: Any) -> bool:
     return next(model.parameters()).device.type == "cpu"
 
 
-def frozen_weights_held(model: Any, amp: torch.dtype | None) -> contextlib.AbstractContextManager:
-    """A LoRA update's frozen weights held in the autocast dtype (``common.lora``), on a CPU:
-    there every pass cast each of them again, forward and backward, and memory is not what
-    runs out. Elsewhere (a GPU, where the copies would take memory that
+def without_needless_casts(model: Any, amp: torch.dtype | None
+                           ) -> contextlib.AbstractContextManager:
+    """A LoRA update's passes without the casts that change no value (``common.lora``), on a
+    CPU: there every pass cast each frozen weight again, and memory is not what runs out.
+    Elsewhere (a GPU, where the copies would take memory that
     checkpointing may have been asked to save; a sharded model, whose storage FSDP owns;
     no autocast) a no-op."""
     if amp is None or is_sharded(model) or next(model.parameters()).device.type != "cpu":
         return contextlib.nullcontext()
-    return frozen_weights_in(model, amp)
+    return lora_passes_in(model, amp)
 
 
 def update(model: Any, ref_model: Any | None, optimizer: torch.optim.Optimizer,
@@ -254,7 +255,7 @@ def update(model: Any, ref_model: Any | None, optimizer: torch.optim.Optimizer,
             cfg.micro_batch_tokens, one_prompt_each=is_sharded(model))]
 
     lengths = [len(p) + len(r) for p, r in zip(batch.prompt, batch.reply, strict=True)]
-    with frozen_weights_held(model, amp):
+    with without_needless_casts(model, amp):
         grad_norm = optimizer_steps(model, optimizer, lengths, cfg, world=world,
                                     epoch_seed=epoch_seed, count=count, micro_step=micro_step,
                                     split=packed_split if packed else None)

@@ -133,14 +133,14 @@ def test_a_lora_models_rollout_projects_only_the_last_prompt_position_onto_the_v
 
 def _lora_update(monkeypatch, hold: bool):
     """One LoRA update of the tiny model under bf16 autocast on a CPU: the adapters after it,
-    how many times a frozen LoRA weight was cast during it, and how many such weights."""
+    the casts counted during it, and how many frozen LoRA weights it has."""
     from torch.utils._python_dispatch import TorchDispatchMode
 
     import gagpo.policy_update as policy_update
     from gagpo.train_config import TrainConfig
 
     if not hold:  # the update as it was: every frozen weight cast by autocast at every call
-        monkeypatch.setattr(policy_update, "frozen_weights_held",
+        monkeypatch.setattr(policy_update, "without_needless_casts",
                             lambda model, amp: contextlib.nullcontext())
     torch.manual_seed(3)
     model = _lora_model()
@@ -148,12 +148,16 @@ def _lora_update(monkeypatch, hold: bool):
     weights = [b.weight for b in bases]
     shapes = {tuple(w.shape) for w in weights}
 
-    class FrozenWeightCasts(TorchDispatchMode):
-        count = 0
+    class Casts(TorchDispatchMode):
+        frozen_weights = 0
+        activations_up = 0  # bfloat16 activations to float32
 
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-            if func is torch.ops.aten._to_copy.default and tuple(args[0].shape) in shapes:
-                FrozenWeightCasts.count += 1
+            if func is torch.ops.aten._to_copy.default:
+                if tuple(args[0].shape) in shapes:
+                    Casts.frozen_weights += 1
+                elif args[0].dim() == 3 and args[0].dtype == torch.bfloat16:
+                    Casts.activations_up += 1
             return func(*args, **(kwargs or {}))
 
     prompts = [[5, 6, 7, 8, 9]] * 2 + [[11, 12, 13]] * 2
@@ -162,25 +166,28 @@ def _lora_update(monkeypatch, hold: bool):
              "old_logp": [[-3.0] * len(r) for r in replies]}
     cfg = TrainConfig(lr=1e-2, kl_coef=0.0, lora_rank=4, micro_batch_tokens=16)
     trained = [p for p in model.parameters() if p.requires_grad]
-    with FrozenWeightCasts():
+    with Casts():
         policy_update.update(model, None, torch.optim.SGD(trained, lr=1e-2), batch, cfg,
                              world=1, epoch_seed=0, amp=torch.bfloat16, pad_id=0)
     assert [b.weight for b in bases] == weights  # the very fp32 tensors, back after the update
     assert all(w.dtype == torch.float32 and not w.requires_grad for w in weights)
     adapters = {n: p.detach().clone() for n, p in model.named_parameters() if p.requires_grad}
-    return adapters, FrozenWeightCasts.count, len(weights)
+    return adapters, Casts, len(weights)
 
 
-def test_a_lora_update_on_a_cpu_casts_no_frozen_weight_and_moves_the_adapters_as_before(
+def test_a_lora_update_on_a_cpu_skips_the_casts_that_change_no_value_and_moves_as_before(
         monkeypatch):
     """Autocast casts a frozen weight again at every call (it caches the casts of weights that
-    require grad only): a LoRA update holds the frozen weights in its autocast dtype for its
-    passes: each is cast once for the whole update, not at every pass, and the adapters move
-    exactly as when every pass cast them."""
+    require grad only), and peft casts a bfloat16 input up to its adapters' float32 for
+    autocast to cast it back: a LoRA update holds the frozen weights in its autocast dtype for
+    its passes (each cast once for the whole update, not at every pass) and turns peft's cast
+    off, and its adapters move exactly as when every pass made those casts."""
     held, held_casts, n_weights = _lora_update(monkeypatch, hold=True)
     monkeypatch.undo()
     cast, casts, _ = _lora_update(monkeypatch, hold=False)
-    assert held_casts == n_weights and casts >= 3 * n_weights  # 3 passes: 16 tokens each
+    # 3 passes of 16 tokens
+    assert held_casts.frozen_weights == n_weights and casts.frozen_weights == 3 * n_weights
+    assert held_casts.activations_up < casts.activations_up
     assert held.keys() == cast.keys()
     for name in held:
         assert torch.equal(held[name], cast[name]), name
