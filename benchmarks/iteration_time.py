@@ -25,6 +25,7 @@ Recipes (:data:`RECIPES`):
   ``--rollout-batch-tokens`` cap): more padding in each prefill, a slower rollout on a CPU.
 * ``lora-big-passes``: ``lora`` with 8,192 tokens an update pass instead of 2,048 (LoRA's
   activations and gradients leave the memory for it): the same sums in fewer, larger products.
+* ``lora-small-passes``: ``lora`` with 1,024 tokens an update pass: more, smaller products.
 
     python -m benchmarks.iteration_time --model runs/real_model/warm_start/final
     python -m benchmarks.iteration_time --model DIR --recipes today,lora --iterations 2 \\
@@ -53,6 +54,7 @@ RECIPES: dict[str, list[str]] = {
     "lora": CHEAP,
     "lora-one-pass": [*CHEAP, "--rollout-batch-tokens", "0"],
     "lora-big-passes": [*CHEAP, "--micro-batch-tokens", "8192"],
+    "lora-small-passes": [*CHEAP, "--micro-batch-tokens", "1024"],
 }
 
 

@@ -1,5 +1,5 @@
 """LoRA adapters folded into the weights where nothing trains (rollouts and evaluations), and
-frozen weights held in the update's low precision where they do not change (its passes).
+an update's passes without the casts that change no value (:func:`lora_passes_in`).
 
 An unmerged LoRA layer runs three products (the frozen weight, then A and B) and a few more
 kernel calls for every linear layer of every decoding step, and under autocast its frozen

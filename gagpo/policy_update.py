@@ -183,14 +183,13 @@ def packs_prompts(cfg: TrainConfig, model: Any) -> bool:
     return next(model.parameters()).device.type == "cpu"
 
 
-def without_needless_casts(model: Any, amp: torch.dtype | None
+def without_needless_casts(model: Any, amp: torch.dtype | None, world: int
                            ) -> contextlib.AbstractContextManager:
-    """A LoRA update's passes without the casts that change no value (``common.lora``), on a
-    CPU: there every pass cast each frozen weight again, and memory is not what runs out.
-    Elsewhere (a GPU, where the copies would take memory that
-    checkpointing may have been asked to save; a sharded model, whose storage FSDP owns;
-    no autocast) a no-op."""
-    if amp is None or is_sharded(model) or next(model.parameters()).device.type != "cpu":
+    """A LoRA update's passes without the casts that change no value (``common.lora``), in
+    one process on a CPU: there every pass cast each frozen weight again, and memory is not
+    what runs out. Elsewhere a no-op: on a GPU the copies would take memory that checkpointing
+    may have been asked to save; DDP and FSDP keep the parameters they were given."""
+    if amp is None or world > 1 or next(model.parameters()).device.type != "cpu":
         return contextlib.nullcontext()
     return lora_passes_in(model, amp)
 
@@ -255,7 +254,7 @@ def update(model: Any, ref_model: Any | None, optimizer: torch.optim.Optimizer,
             cfg.micro_batch_tokens, one_prompt_each=is_sharded(model))]
 
     lengths = [len(p) + len(r) for p, r in zip(batch.prompt, batch.reply, strict=True)]
-    with without_needless_casts(model, amp):
+    with without_needless_casts(model, amp, world):
         grad_norm = optimizer_steps(model, optimizer, lengths, cfg, world=world,
                                     epoch_seed=epoch_seed, count=count, micro_step=micro_step,
                                     split=packed_split if packed else None)
