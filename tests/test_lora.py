@@ -1,7 +1,7 @@
 """LoRA folded into the weights where nothing trains: a LoRA run's rollouts sample from the
 model it trains (folded for the rollout, the frozen weights untouched after), and its
-``final/`` adapters load as the model it trained. Its update holds the frozen weights in the
-autocast dtype on a CPU, with the same result."""
+``final/`` adapters load as the model it trained. On a CPU its update's passes skip the casts
+that change no value, with the same result."""
 
 import contextlib
 
@@ -139,7 +139,7 @@ def _lora_update(monkeypatch, hold: bool):
     import gagpo.policy_update as policy_update
     from gagpo.train_config import TrainConfig
 
-    if not hold:  # the update as it was: every frozen weight cast by autocast at every call
+    if not hold:  # the update as it was: every cast made at every pass
         monkeypatch.setattr(policy_update, "without_needless_casts",
                             lambda model, amp, world: contextlib.nullcontext())
     torch.manual_seed(3)
