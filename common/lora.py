@@ -88,35 +88,34 @@ def lora_passes_in(model: Any, dtype: torch.dtype) -> Iterator[None]:
     - peft casts each LoRA layer's input to its adapters' dtype (float32) before autocast casts
       it back to ``dtype`` for their product: a round trip for the inputs that are already in
       ``dtype`` (the attention's output, the MLP's product), in the backward pass too. Inside,
-      peft's cast is off (``peft.helpers.disable_input_dtype_casting``; a peft without it
-      keeps its casts).
+      peft's cast is off (``peft.helpers.disable_input_dtype_casting``; an older peft
+      without it keeps its casts).
 
     So the passes' log-probs and gradients are the same bit for bit, with fewer copies. A model
     without adapters is left as it is."""
+    layers = _lora_layers(model)
+    if not layers:
+        yield
+        return
+    try:
+        from peft.helpers import disable_input_dtype_casting
+    except ImportError:  # an older peft keeps its casts
+        disable_input_dtype_casting = None
     swapped = []
     try:
-        for layer in _lora_layers(model):
+        for layer in layers:
             base = layer.get_base_layer()
             weight = base.weight
             if weight.requires_grad or weight.dtype == dtype:
                 continue
             swapped.append((base, weight))
             base.weight = torch.nn.Parameter(weight.detach().to(dtype), requires_grad=False)
-        with _peft_input_casts_off(model if swapped else None):
+        with (disable_input_dtype_casting(model) if disable_input_dtype_casting
+              else contextlib.nullcontext()):
             yield
     finally:
         for base, weight in swapped:
             base.weight = weight
-
-
-def _peft_input_casts_off(model: Any) -> contextlib.AbstractContextManager:
-    if model is None:
-        return contextlib.nullcontext()
-    try:
-        from peft.helpers import disable_input_dtype_casting
-    except ImportError:  # peft < 0.15
-        return contextlib.nullcontext()
-    return disable_input_dtype_casting(model)
 
 
 def merge_loaded_adapters(model: Any) -> Any:
