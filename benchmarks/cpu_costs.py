@@ -7,7 +7,10 @@ rollout benchmark's ratios and its bound.
   transformers policy (``max_new_tokens=1``), in one padded pass and each prompt alone
   (``prefill_alone``), in prompt tokens/s;
 * decode: one decoding step at ``--rows`` rows of an 800-token prompt, in ms and tokens/s, and
-  at 16 rows the share of the step in matrix products and in attention (torch's profiler).
+  at 16 rows the share of the step in matrix products and in attention (torch's profiler);
+* sampling: drawing each row's next token from its probabilities over the model's vocabulary,
+  ``torch.multinomial`` against the policy's draw (:func:`gagpo.agents.policies.hf.draw`),
+  in ms a decoding step at ``--rows`` rows.
 
     python -m benchmarks.cpu_costs [--model smollm2-135m] [--prompts 16] [--rows 8,16,32,64]
         [--out DIR]
@@ -100,6 +103,26 @@ def decode_step(model: Any, rows: int, context: int, steps: int = 8,
     return statistics.median(times[1:]), split
 
 
+def sampling_ms(rows: int, vocab: int, repeats: int = 20) -> dict[str, float]:
+    """Median ms to draw one token per row from ``rows`` x ``vocab`` probabilities (a softmax
+    of random logits): ``torch.multinomial`` and the policy's :func:`draw`, in turns."""
+    import torch
+
+    from gagpo.agents.policies.hf import draw
+
+    generator = torch.Generator().manual_seed(0)
+    probs = torch.softmax(3 * torch.randn(rows, vocab, generator=generator), dim=-1)
+    ways = {"multinomial": lambda: torch.multinomial(probs, 1, generator=generator),
+            "draw": lambda: draw(probs, generator)}
+    times: dict[str, list[float]] = {name: [] for name in ways}
+    for _ in range(repeats + 1):  # the first round warms up
+        for name, way in ways.items():
+            started = time.perf_counter()
+            way()
+            times[name].append(time.perf_counter() - started)
+    return {name: 1000 * statistics.median(t[1:]) for name, t in times.items()}
+
+
 def lengths_pair(text: str) -> tuple[int, int]:
     """``--lengths``: ``SHORTEST,LONGEST``, positive, in order."""
     try:
@@ -149,6 +172,12 @@ def measure(args: argparse.Namespace) -> dict[str, float]:
                                               for kind, s in sorted(split.items()))
             figures.update({f"decode_16_{kind}_ms": 1000 * s for kind, s in split.items()})
         print(line)
+    for rows in args.rows:
+        ms = sampling_ms(rows, config.vocab_size)
+        figures.update({f"sampling_ms_{rows}_{name}": v for name, v in ms.items()})
+        print(f"sampling: {rows} rows of {config.vocab_size} probabilities: torch.multinomial "
+              f"{ms['multinomial']:.2f} ms, draw {ms['draw']:.2f} ms "
+              f"({ms['multinomial'] / ms['draw']:.1f}x)")
     return figures
 
 

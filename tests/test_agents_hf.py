@@ -22,7 +22,7 @@ from gagpo.agents.models import (
 )
 from gagpo.agents.policies import Policy, TransformersPolicy
 from gagpo.agents.policies.base import Reply, Request
-from gagpo.agents.policies.hf import pack_identical, prefill_plan
+from gagpo.agents.policies.hf import draw, pack_identical, prefill_plan
 from gagpo.agents.react import ReActAgent
 
 torch.set_num_threads(1)  # 2 threads are 10-25x slower for small models here (stack.md)
@@ -169,6 +169,27 @@ def test_sampling_is_seeded(tiny):
     c = TransformersPolicy(*tiny, seed=8, max_new_tokens=16).act(reqs)
     assert [r.token_ids for r in a] == [r.token_ids for r in b]
     assert [r.token_ids for r in a] != [r.token_ids for r in c]
+
+
+def test_draw_picks_each_index_as_often_as_its_weight_and_never_a_zero_weight():
+    """The sampler's draw: per row, index i with probability w_i / sum(w), rows independent,
+    zero weights (top-p's cut, padding of a row's end) never drawn; a seed draws the same."""
+    weights = torch.tensor([[0.0, 0.5, 0.0, 0.3, 0.2, 0.0],   # zeros between and at the end
+                            [4.0, 0.0, 0.0, 0.0, 0.0, 1.0]])  # unnormalised
+    rows = weights.repeat(20_000, 1)
+    picks = draw(rows, torch.Generator().manual_seed(0)).view(20_000, 2)
+    for r in range(2):
+        counts = torch.bincount(picks[:, r], minlength=6).float()
+        expected = weights[r] / weights[r].sum() * 20_000
+        assert torch.all(counts[weights[r] == 0] == 0)
+        # within 5 standard deviations of the binomial count
+        sd = (expected * (1 - expected / 20_000)).sqrt()
+        assert torch.all((counts - expected).abs() <= 5 * sd + 1e-6), (r, counts, expected)
+    again = draw(rows, torch.Generator().manual_seed(0)).view(20_000, 2)
+    assert torch.equal(picks, again)
+    # A row whose whole mass sits on its last index, or on its first.
+    ends = torch.tensor([[0.0, 0.0, 1e-30], [1.0, 0.0, 0.0]]).repeat(1000, 1)
+    assert draw(ends).tolist() == [2, 0] * 1000
 
 
 def test_top_p_keeps_draws_in_the_nucleus(tiny):
