@@ -201,8 +201,9 @@ def draw(probs: torch.Tensor, generator: torch.Generator | None = None) -> torch
 
     By the inverse of each row's cumulative sum: one uniform draw per row and a binary search.
     ``torch.multinomial`` draws one sample through an exponential variate per weight (the
-    Gumbel-max trick), which on a CPU took 15 ms a decoding step for 16 rows of SmolLM2's
-    49,152-token vocabulary against 0.4 ms for this (``python -m benchmarks.cpu_costs``)."""
+    Gumbel-max trick), which on a CPU took 15.6 ms a decoding step for 16 rows of SmolLM2's
+    49,152-token vocabulary against 0.48 ms for this, a tenth of the step's 140 ms
+    (``benchmarks/results/cpu_costs_bf16/``)."""
     cumulative = probs.cumsum(dim=-1)
     total = cumulative[:, -1:]
     u = torch.rand(total.shape, generator=generator, device=probs.device,
