@@ -66,7 +66,12 @@ def decode_step(model: Any, rows: int, context: int, steps: int = 8,
     step in matrix products and in attention."""
     import torch
 
-    from gagpo.agents.policies.kv_cache import cache_keyword, decode_attention, new_cache
+    from gagpo.agents.policies.kv_cache import (
+        cache_keyword,
+        decode_attention,
+        new_cache,
+        returned_cache,
+    )
 
     generator = torch.Generator().manual_seed(0)
     vocab = min(10_000, model.config.vocab_size)
@@ -76,8 +81,8 @@ def decode_step(model: Any, rows: int, context: int, steps: int = 8,
     split: dict[str, float] = {}
     with torch.no_grad(), decode_attention(model):
         kw = cache_keyword(model)
-        cache = model(input_ids=prompt, use_cache=True, logits_to_keep=1,
-                      **{kw: new_cache(steps + 1)}).past_key_values
+        cache = returned_cache(model(input_ids=prompt, use_cache=True, logits_to_keep=1,
+                                     **{kw: new_cache(steps + 1)}))
         cache.batch_repeat_interleave(rows)
         mask = torch.ones(rows, context + 1, dtype=torch.long)
         positions = torch.full((rows, 1), context)

@@ -62,6 +62,7 @@ from gagpo.agents.policies.kv_cache import (
     decode_attention,
     forward_parameters,
     new_cache,
+    returned_cache,
 )
 from gagpo.agents.prompts import chat_prompt_ids
 from gagpo.common.numbers import check_number
@@ -382,10 +383,7 @@ class TransformersPolicy(Policy):
         if last_only and self._keep_last:
             kwargs["logits_to_keep"] = 1  # a long prompt's full logits would be vocab x length
         out = self.model(**kwargs)
-        new_cache = getattr(out, "cache", None)
-        if new_cache is None:
-            new_cache = getattr(out, "past_key_values", None)
-        return out.logits, new_cache
+        return out.logits, returned_cache(out)
 
     # --- acting -------------------------------------------------------------------------------
 

@@ -139,6 +139,13 @@ def cache_keyword(model: Any) -> str:
     return "cache" if "cache" in forward_parameters(model) else "past_key_values"
 
 
+def returned_cache(output: Any) -> Any:
+    """The cache a forward pass returned, under either name (see :func:`cache_keyword`; reading
+    the old one warns), or None."""
+    cache = getattr(output, "cache", None)
+    return cache if cache is not None else getattr(output, "past_key_values", None)
+
+
 def _decode_attention(module: torch.nn.Module, query: torch.Tensor, key: torch.Tensor,
                       value: torch.Tensor, attention_mask: torch.Tensor | None,
                       **kwargs: Any) -> tuple[torch.Tensor, None]:
