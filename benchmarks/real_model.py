@@ -269,7 +269,8 @@ times full fine-tuning's (Thinking Machines, "LoRA Without Regret", 2025, which 
 rank 1 enough for policy-gradient RL), and no KL term: the first runs' KL to the warm start
 stayed under 0.01 a token, at a weight of 0.01 a hundredth of the policy loss. Frozen weights
 get no gradient and the KL term's reference pass goes; with checkpointing off (:data:`ROOMY`)
-one iteration took 445 s against today's recipe's 863 (``benchmarks/iteration_time.py``)."""
+one iteration took 445 s against today's recipe's 863, and 395 s against 751 on the episodes
+of a later draw (``benchmarks/iteration_time.py``)."""
 CHEAP = [*LORA, *ROOMY]
 """The fair comparison's recipe on top of :data:`FAIR`: LoRA (:data:`LORA`), its rollouts
 sampled with the adapters folded into the weights (``gagpo.common.lora``), activations kept

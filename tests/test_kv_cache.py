@@ -13,8 +13,10 @@ from gagpo.agents.policies.base import Request
 from gagpo.agents.policies.kv_cache import (
     ATTENTION,
     _decode_attention,
+    cache_keyword,
     decode_attention,
     new_cache,
+    returned_cache,
 )
 
 torch.set_num_threads(1)
@@ -123,3 +125,23 @@ def test_replies_under_bf16_autocast_carry_a_forward_passes_logprobs(tiny):
             torch.testing.assert_close(torch.tensor(reply.logprobs), expected, atol=0.1,
                                        rtol=0)
     assert model.config._attn_implementation == "sdpa"
+
+
+def test_the_cache_a_pass_returns_is_read_under_the_name_transformers_gives_it(tiny):
+    """A forward pass's cache comes back, the very object the pass filled, under transformers'
+    current name where the output has it (reading the old name logs a deprecation notice) and
+    under the old name on an output that has only that one (older transformers)."""
+    model, _ = tiny
+    cache = new_cache(4)
+    with torch.no_grad():
+        out = model(input_ids=torch.tensor([[5, 6, 7]]), use_cache=True,
+                    **{cache_keyword(model): cache})
+    assert returned_cache(out) is cache and cache.get_seq_length() == 3
+
+    class OldOutput:
+        past_key_values = cache
+
+    class NoCache:
+        pass
+
+    assert returned_cache(OldOutput()) is cache and returned_cache(NoCache()) is None
