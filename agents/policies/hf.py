@@ -649,7 +649,9 @@ class TransformersPolicy(Policy):
         if self.temperature == 0:
             k = int(scores.argmax())
         else:
-            # On the generator's device: a CUDA generator cannot draw from a CPU tensor.
+            # On the generator's device: a CUDA generator cannot draw from a CPU tensor. A few
+            # candidates: multinomial costs nothing here (``draw`` is for vocabularies), and
+            # keeps the draws that the recorded score-mode runs (the demo's) made.
             probs = torch.softmax(scores / self.temperature, dim=0).float().to(self.device)
-            k = int(draw(probs[None], self.generator)[0])
+            k = int(torch.multinomial(probs, 1, generator=self.generator))
         return Reply(texts[k], replies[k], token_lps[k], prompt_token_ids=prompt)
