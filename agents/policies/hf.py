@@ -210,7 +210,8 @@ def draw(probs: torch.Tensor, generator: torch.Generator | None = None) -> torch
     u = torch.rand(total.shape, generator=generator, device=probs.device,
                    dtype=cumulative.dtype) * total
     # Below the total, so that the search lands on an index whose cumulative sum rose past u:
-    # a positive weight (rounding could otherwise give u == total, past a trailing zero).
+    # a positive weight. (torch's uniforms stop 2^-24 short of 1, so the product already
+    # rounds below the total; the bound keeps that true of any finer generator.)
     u = torch.minimum(u, torch.nextafter(total, torch.zeros_like(total)))
     return torch.searchsorted(cumulative, u, right=True)[:, 0]
 
