@@ -3,6 +3,8 @@ exactly what transformers' DynamicCache holds, one decoded token under autocast 
 float32 SDPA does on a left-padded batch, and replies sampled under bf16 autocast carry the
 log-probs a plain forward pass under the same autocast gives."""
 
+import logging
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -136,7 +138,19 @@ def test_the_cache_a_pass_returns_is_read_under_the_name_transformers_gives_it(t
     with torch.no_grad():
         out = model(input_ids=torch.tensor([[5, 6, 7]]), use_cache=True,
                     **{cache_keyword(model): cache})
-    assert returned_cache(out) is cache and cache.get_seq_length() == 3
+    notices: list[logging.LogRecord] = []
+    handler = logging.Handler()
+    handler.emit = notices.append
+    library = logging.getLogger("transformers")
+    library.addHandler(handler)
+    forget = getattr(getattr(logging.Logger, "warning_once", None), "cache_clear", None)
+    if forget:  # transformers logs each notice once a process: forget those logged already
+        forget()
+    try:
+        assert returned_cache(out) is cache and cache.get_seq_length() == 3
+    finally:
+        library.removeHandler(handler)
+    assert not [n for n in notices if "deprecated" in n.getMessage()]
 
     class OldOutput:
         past_key_values = cache
