@@ -375,6 +375,19 @@ def run_stage(stage: Stage, log_dir: Path, extra: Sequence[str] = ()) -> dict[st
     return cost
 
 
+def over_invocations(cost: dict[str, Any], earlier: dict[str, Any] | None) -> dict[str, Any]:
+    """A stage's cost as ``stages.json`` records it: this invocation's ``cost``, or for a
+    training stage that an earlier invocation stopped at a checkpoint (``earlier``, its
+    record) and this one resumed, the minutes summed over both, the higher peak, and how many
+    invocations ran it. Its ``iteration_minutes`` come from its metrics, which every
+    invocation appends to."""
+    if not earlier or "not done" not in str(earlier.get("status", "")):
+        return cost
+    return cost | {"minutes": round(earlier["minutes"] + cost["minutes"], 2),
+                   "peak_rss_gb": max(earlier["peak_rss_gb"], cost["peak_rss_gb"]),
+                   "invocations": earlier.get("invocations", 1) + 1}
+
+
 def trained_digest(folder: Path) -> str | None:
     """The sha256 of a training run's parameters as its trainer recorded them when its last
     process ended (``parameter_digests.json``, rank 0's; a run stopped by ``--max-minutes``
@@ -702,7 +715,7 @@ def report(work: Path, out: Path, s: Settings, costs: dict[str, dict[str, Any]])
     (out / "table.md").write_text(text + "\n")
     curves(work, out / "curves.png", WEBSHOP, out)
     curves(work, out / "curves_alfworld.png", ALFWORLD, out)
-    path = out / "stages.json"  # each stage's minutes and peak RSS, as its last run measured
+    path = out / "stages.json"  # each stage's minutes and peak RSS (over_invocations)
     known = json.loads(path.read_text()) if path.exists() else {}
     path.write_text(json.dumps(known | costs, indent=1) + "\n")
     commands = "\n".join(f"# {st.name}\n{shlex.join(st.command)}" for st in stages(work, s))
@@ -790,7 +803,8 @@ def main(argv: list[str] | None = None) -> int:
                     extra = ["--max-minutes", f"{left:.2f}"]
             if args.roomy and st.command[1] == "train" and not st.name.startswith("memory_"):
                 extra += ROOMY
-            costs[st.name] = run_stage(st, args.work / "logs", extra)
+            costs[st.name] = over_invocations(run_stage(st, args.work / "logs", extra),
+                                              recorded.get(st.name))
             if (clash := warm_start_clash(st, args.work, recorded)) is not None:
                 raise SystemExit(f"== {st.name}: not recorded: {clash}")
             if args.out:

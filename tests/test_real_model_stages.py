@@ -17,6 +17,7 @@ from benchmarks.real_model import (
     Settings,
     env_stages,
     over_budget,
+    over_invocations,
     report,
     stages,
     table,
@@ -163,6 +164,24 @@ def test_a_time_budget_starts_no_stage_that_would_not_end_within_it(tmp_path):
     assert over_budget(by_name["grpo_eval"], 1, recorded) is None  # no record: it may start
     for name in ("gigpo", "warm_eval", "grpo_eval"):
         assert over_budget(by_name[name], 0, recorded) == "the budget is spent"
+
+
+def test_a_resumed_training_stage_records_its_minutes_over_every_invocation():
+    """stages.json: a training stage stopped at a checkpoint and resumed costs the minutes of
+    all the invocations that ran it (ALFWorld's second GAGPO run recorded 63.1 of its 76.3);
+    a stage that ran whole, or ran again after it had finished, costs its own."""
+    stopped = {"minutes": 63.1, "peak_rss_gb": 6.4, "iteration_minutes": 61.0,
+               "status": "stopped after iteration 5 (--max-minutes); not done"}
+    again = {"minutes": 13.2, "peak_rss_gb": 6.2, "iteration_minutes": 74.9,
+             "flags_added": "--max-minutes 80.00"}
+    both = over_invocations(again, stopped)
+    assert both == {"minutes": 76.3, "peak_rss_gb": 6.4, "iteration_minutes": 74.9,
+                    "flags_added": "--max-minutes 80.00", "invocations": 2}
+    stopped_twice = over_invocations({**again, "status": stopped["status"]}, stopped)
+    assert over_invocations(again, stopped_twice)["invocations"] == 3
+    assert over_invocations(again, stopped_twice)["minutes"] == round(63.1 + 13.2 + 13.2, 2)
+    assert over_invocations(again, None) == again
+    assert over_invocations(again, {"minutes": 50.0, "peak_rss_gb": 7.0}) == again
 
 
 def test_roomy_training_changes_memory_and_time_only(tmp_path):
