@@ -343,6 +343,11 @@ def stages(work: Path, s: Settings) -> list[Stage]:
             + alfworld_win_stages(work, s))
 
 
+NOT_DONE = "not done"
+"""How a training stage's record in ``stages.json`` ends its status when ``--max-minutes``
+stopped it at a checkpoint (:func:`run_stage`), which :func:`over_invocations` looks for."""
+
+
 def run_stage(stage: Stage, log_dir: Path, extra: Sequence[str] = ()) -> dict[str, Any]:
     """Run one stage's command, with ``extra`` flags (its output to ``log_dir/<name>.log``);
     returns its minutes and its process's peak resident memory."""
@@ -371,7 +376,7 @@ def run_stage(stage: Stage, log_dir: Path, extra: Sequence[str] = ()) -> dict[st
         rows = [json.loads(line) for line in stage.metrics.read_text().splitlines() if line]
         cost["iteration_minutes"] = round(sum(r["time/iteration"] for r in rows) / 60, 2)
         if not stage.done_file.exists():  # stopped at a checkpoint by --max-minutes
-            cost["status"] = f"stopped after iteration {len(rows)} (--max-minutes); not done"
+            cost["status"] = f"stopped after iteration {len(rows)} (--max-minutes); {NOT_DONE}"
     return cost
 
 
@@ -381,7 +386,7 @@ def over_invocations(cost: dict[str, Any], earlier: dict[str, Any] | None) -> di
     record) and this one resumed, the minutes summed over both, the higher peak, and how many
     invocations ran it. Its ``iteration_minutes`` come from its metrics, which every
     invocation appends to."""
-    if not earlier or "not done" not in str(earlier.get("status", "")):
+    if not earlier or not str(earlier.get("status", "")).endswith(NOT_DONE):
         return cost
     return cost | {"minutes": round(earlier["minutes"] + cost["minutes"], 2),
                    "peak_rss_gb": max(earlier["peak_rss_gb"], cost["peak_rss_gb"]),
