@@ -118,7 +118,7 @@ def sampling_ms(rows: int, vocab: int, repeats: int = 20) -> dict[str, float]:
     generator = torch.Generator().manual_seed(0)
     probs = torch.softmax(3 * torch.randn(rows, vocab, generator=generator), dim=-1)
     ways = {"multinomial": lambda: torch.multinomial(probs, 1, generator=generator),
-            "draw": lambda: draw(probs, generator)}
+            "draw": lambda: draw(probs, torch.rand(rows, generator=generator))}
     times: dict[str, list[float]] = {name: [] for name in ways}
     for _ in range(repeats + 1):  # the first round warms up
         for name, way in ways.items():

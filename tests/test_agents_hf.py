@@ -177,7 +177,8 @@ def test_draw_picks_each_index_as_often_as_its_weight_and_never_a_zero_weight():
     weights = torch.tensor([[0.0, 0.5, 0.0, 0.3, 0.2, 0.0],   # zeros between and at the end
                             [4.0, 0.0, 0.0, 0.0, 0.0, 1.0]])  # unnormalised
     rows = weights.repeat(20_000, 1)
-    picks = draw(rows, torch.Generator().manual_seed(0)).view(20_000, 2)
+    picks = draw(rows, torch.rand(40_000, generator=torch.Generator().manual_seed(0))
+                 ).view(20_000, 2)
     for r in range(2):
         counts = torch.bincount(picks[:, r], minlength=6).float()
         expected = weights[r] / weights[r].sum() * 20_000
@@ -185,11 +186,15 @@ def test_draw_picks_each_index_as_often_as_its_weight_and_never_a_zero_weight():
         # within 5 standard deviations of the binomial count
         sd = (expected * (1 - expected / 20_000)).sqrt()
         assert torch.all((counts - expected).abs() <= 5 * sd + 1e-6), (r, counts, expected)
-    again = draw(rows, torch.Generator().manual_seed(0)).view(20_000, 2)
+    again = draw(rows, torch.rand(40_000, generator=torch.Generator().manual_seed(0))
+                 ).view(20_000, 2)
     assert torch.equal(picks, again)
     # A row whose whole mass sits on its last index, or on its first.
     ends = torch.tensor([[0.0, 0.0, 1e-30], [1.0, 0.0, 0.0]]).repeat(1000, 1)
-    assert draw(ends).tolist() == [2, 0] * 1000
+    assert draw(ends, torch.rand(2000)).tolist() == [2, 0] * 1000
+    # The uniform picks the index: the first whose cumulative share passes it.
+    quarters = torch.tensor([[1.0, 1.0, 1.0, 1.0]]).repeat(4, 1)
+    assert draw(quarters, torch.tensor([0.0, 0.26, 0.5, 0.99])).tolist() == [0, 1, 2, 3]
 
 
 def test_top_p_keeps_draws_in_the_nucleus(tiny):
@@ -424,9 +429,9 @@ def test_a_token_budget_changes_batching_not_greedy_replies(tiny, share):
                      for budget in (None, 120))
     generate = bounded.generate_ids
 
-    def spy(prompts):
+    def spy(prompts, uniforms=None):
         sizes.append(len(prompts) * (max(map(len, prompts)) + 12))
-        return generate(prompts)
+        return generate(prompts, uniforms)
 
     bounded.generate_ids = spy
     a, b = (p.act(requests_of(*texts)) for p in (free, bounded))
@@ -437,6 +442,30 @@ def test_a_token_budget_changes_batching_not_greedy_replies(tiny, share):
     assert [r.token_ids for r in a] == [r.token_ids for r in b]
     with pytest.raises(ValueError, match="batch_tokens"):
         TransformersPolicy(model, tok, batch_tokens=0)
+
+
+def test_a_seed_samples_the_same_replies_however_requests_are_batched(tiny):
+    """Changing the passes a rollout is cut into (``batch_size``, a ``batch_tokens`` budget,
+    shared prefill or not) leaves a seed's sampled replies as they were: a user may bound the
+    memory of generation without changing the episodes a seed plays."""
+    model, tok = tiny
+    texts = [PROMPTS[0], PROMPTS[2], PROMPTS[0], "x", PROMPTS[1], "y " * 40]
+    ways = [{}, {"batch_tokens": 120}, {"batch_size": 2}, {"share_prefill": False},
+            {"batch_size": 1, "share_prefill": False}]
+    # A stop string common in the tiny model's text, so that replies end at unlike lengths
+    # and finished rows leave their pass.
+    replies = [TransformersPolicy(model, tok, temperature=1.0, max_new_tokens=12, seed=5,
+                                  stop=("e",), **{"batch_size": 8, **way}
+                                  ).act(requests_of(*texts))
+               for way in ways]
+    for other in replies[1:]:
+        assert [r.token_ids for r in other] == [r.token_ids for r in replies[0]]
+        for a, b in zip(replies[0], other, strict=True):
+            torch.testing.assert_close(torch.tensor(a.logprobs), torch.tensor(b.logprobs),
+                                       atol=1e-5, rtol=0)
+    # Sampled, not greedy: the two requests of one prompt drew other replies.
+    assert replies[0][0].token_ids != replies[0][2].token_ids
+    assert len({len(r.token_ids) for r in replies[0]}) > 2
 
 
 # --- scoring --------------------------------------------------------------------------------

@@ -16,13 +16,15 @@ Shared prefill. A rollout asks for the G copies of a task together, and their fi
 identical (as are later ones of copies in one state with one history). With ``share_prefill``
 (the default), identical prompts in one :meth:`TransformersPolicy.act` batch are packed into the
 same forward passes (:func:`pack_identical`), each distinct prompt is prefilled once, and its
-cache is copied for every request that asked it; each copy then samples its own reply from the
-private generator. Every reply is drawn from the distribution it would be drawn from alone, and
-its log-probs are the same plain-forward-pass log-probs. ``share_prefill=False`` (one pass per
-``batch_size`` requests in request order, each prompt prefilled for itself) draws the same
-replies for one seed where packing keeps the request order, and other ones, equally
-reproducible, where it regroups requests. :attr:`TransformersPolicy.stats` counts what was
-prefilled and the time spent prefilling and decoding.
+cache is copied for every request that asked it; each copy then samples its own reply. Every
+reply is drawn from the distribution it would be drawn from alone, and its log-probs are the
+same plain-forward-pass log-probs. ``share_prefill=False`` (one pass per ``batch_size``
+requests in request order, each prompt prefilled for itself) draws the same replies for one
+seed: each request's tokens come from uniforms drawn for it in request order before the
+requests are split into passes (:meth:`TransformersPolicy.reply_uniforms`), so neither sharing
+nor ``batch_size`` nor ``batch_tokens`` changes what a seed samples (up to floating-point
+rounding of logits computed in batches of other shapes). :attr:`TransformersPolicy.stats`
+counts what was prefilled and the time spent prefilling and decoding.
 
 Prefill alone. On a CPU (``prefill_alone``, with the fast decoding) each distinct prompt of a
 pass is prefilled by itself, unpadded, and the caches are joined, left-padded, to decode the
@@ -196,19 +198,19 @@ def cut_in_order(order: Sequence[int], prompts: Sequence[Sequence[int]],
     return batches
 
 
-def draw(probs: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:
+def draw(probs: torch.Tensor, uniforms: torch.Tensor) -> torch.Tensor:
     """One index per row of ``probs`` (rows, n: non-negative weights, each row's sum positive),
-    drawn with probability weight / row sum; a zero weight is never drawn.
+    drawn with probability weight / row sum from that row's uniform in [0, 1) (``uniforms``,
+    shape (rows,)); a zero weight is never drawn.
 
-    By the inverse of each row's cumulative sum: one uniform draw per row and a binary search.
-    ``torch.multinomial`` draws one sample through an exponential variate per weight (the
-    Gumbel-max trick), which on a CPU took 15.6 ms a decoding step for 16 rows of SmolLM2's
-    49,152-token vocabulary against 0.48 ms for this, a tenth of the step's 140 ms
-    (``benchmarks/results/cpu_costs_bf16/``)."""
+    By the inverse of each row's cumulative sum: the first index whose cumulative sum rises past
+    the uniform times the row's total (a binary search). ``torch.multinomial`` draws one sample
+    through an exponential variate per weight (the Gumbel-max trick), which on a CPU took 15.6
+    ms a decoding step for 16 rows of SmolLM2's 49,152-token vocabulary against 0.48 ms for
+    this, a tenth of the step's 140 ms (``benchmarks/results/cpu_costs_bf16/``)."""
     cumulative = probs.cumsum(dim=-1)
     total = cumulative[:, -1:]
-    u = torch.rand(total.shape, generator=generator, device=probs.device,
-                   dtype=cumulative.dtype) * total
+    u = uniforms.to(cumulative.dtype).view(-1, 1) * total
     # Below the total, so that the search lands on an index whose cumulative sum rose past u:
     # a positive weight. (torch's uniforms stop 2^-24 short of 1, so the product already
     # rounds below the total; the bound keeps that true of any finer generator.)
@@ -270,7 +272,10 @@ class TransformersPolicy(Policy):
             1,000-token prompts hold 0.8 GB of cache for SmolLM2-135M); None: ``batch_size``
             alone.
         seed: seeds a private generator, so sampling is reproducible and leaves torch's
-            global RNG alone; None uses the global RNG.
+            global RNG alone; None uses the global RNG. In generate mode each request of an
+            :meth:`act` call draws its reply's tokens from uniforms drawn for it in request
+            order (:meth:`reply_uniforms`), so the replies of one seed do not depend on how
+            requests are batched (``batch_size``, ``batch_tokens``, ``share_prefill``).
         stop: strings that end a reply once generated (e.g. ``("</action>",)``); the token
             that completes one is kept.
         reply_template: the scored reply; ``{action}`` is replaced by each candidate.
@@ -399,9 +404,11 @@ class TransformersPolicy(Policy):
         else:
             batches = cut_in_order(range(len(prompts)), prompts, batch_rows(
                 self.batch_size, self.batch_tokens, self.max_new_tokens))
+        uniforms = self.reply_uniforms(len(prompts))
         replies: list[Reply | None] = [None] * len(requests)
         for batch in batches:
-            generated = self.generate_ids([prompts[i] for i in batch])
+            generated = self.generate_ids([prompts[i] for i in batch],
+                                          None if uniforms is None else uniforms[batch])
             for i, (ids, logprobs) in zip(batch, generated, strict=True):
                 text = self.tokenizer.decode(ids, skip_special_tokens=True)
                 replies[i] = Reply(text, ids, logprobs, prompt_token_ids=prompts[i])
@@ -412,16 +419,38 @@ class TransformersPolicy(Policy):
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
 
+    def reply_uniforms(self, n: int) -> torch.Tensor | None:
+        """The uniforms in [0, 1) that ``n`` replies' tokens are drawn from, (n,
+        max_new_tokens), row i for the i-th request, drawn in request order from the policy's
+        generator (None when decoding greedily): token t of reply i is the first index whose
+        cumulative probability passes ``uniforms[i, t]`` (:func:`draw`). Drawn for the whole
+        :meth:`act` call before it is split into passes, so a reply depends on its request and
+        the seed, not on the rows it was decoded beside."""
+        if self.temperature == 0:
+            return None
+        return torch.rand((n, self.max_new_tokens), generator=self.generator,
+                          device=self.device)
+
     @torch.no_grad()
-    def generate_ids(self, prompts: list[list[int]]) -> list[tuple[list[int], list[float]]]:
+    def generate_ids(self, prompts: list[list[int]], uniforms: torch.Tensor | None = None
+                     ) -> list[tuple[list[int], list[float]]]:
         """Sample a reply for each prompt (token ids) in one left-padded batch; returns each
         reply's token ids and their log-probs (see the module docstring). With
-        ``share_prefill``, identical prompts are prefilled once and their cache copied."""
+        ``share_prefill``, identical prompts are prefilled once and their cache copied.
+        ``uniforms``: what each reply's tokens are drawn from (:meth:`reply_uniforms`); None
+        draws them for these prompts."""
         n = len(prompts)
         if n == 0:
             return []
         if any(not p for p in prompts):
             raise ValueError("empty prompt")
+        if self.temperature == 0:
+            uniforms = None
+        elif uniforms is None:
+            uniforms = self.reply_uniforms(n)
+        elif uniforms.shape != (n, self.max_new_tokens):
+            raise ValueError(f"uniforms of shape {tuple(uniforms.shape)} for {n} prompts of "
+                             f"{self.max_new_tokens} new tokens")
         started = time.perf_counter()
         if self.share_prefill:
             first: dict[tuple[int, ...], int] = {}
@@ -442,14 +471,16 @@ class TransformersPolicy(Policy):
         # A cache with room for the replies (no copy of the whole cache per token), and decode
         # attention that stays fast under bf16 (see gagpo.agents.policies.kv_cache).
         if not self.fast_decode:
-            return self._decode(prompts, unique, source, ids, mask, positions, started, None)
+            return self._decode(prompts, unique, source, ids, mask, positions, started, None,
+                                uniforms)
         with decode_attention(self.model):
             return self._decode(prompts, unique, source, ids, mask, positions, started,
-                                new_cache(self.max_new_tokens))
+                                new_cache(self.max_new_tokens), uniforms)
 
     def _decode(self, prompts: list[list[int]], unique: list[list[int]], source: list[int],
                 ids: torch.Tensor, mask: torch.Tensor, positions: torch.Tensor,
-                started: float, cache: Any) -> list[tuple[list[int], list[float]]]:
+                started: float, cache: Any, uniforms: torch.Tensor | None
+                ) -> list[tuple[list[int], list[float]]]:
         n = len(prompts)
         if self.prefill_alone:
             logits, cache, computed = self._prefill_alone(unique, cache)
@@ -477,7 +508,8 @@ class TransformersPolicy(Policy):
         rows = list(range(n))  # original index of each row still in the batch
         alive = [True] * n  # whether that row's reply goes on
         for step in range(self.max_new_tokens):
-            tokens, logprobs = self._next_tokens(logits)
+            tokens, logprobs = self._next_tokens(
+                logits, None if uniforms is None else uniforms[rows, step])
             for r, (tok, lp) in enumerate(zip(tokens.tolist(), logprobs.tolist(), strict=True)):
                 if not alive[r]:
                     continue
@@ -551,9 +583,11 @@ class TransformersPolicy(Policy):
             del keys, values
         return torch.stack(last), cache, sum(step.end - step.start for step in plan)
 
-    def _next_tokens(self, logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """The next token of each row and its log-prob under log_softmax(logits / T)."""
-        if self.temperature == 0:
+    def _next_tokens(self, logits: torch.Tensor, uniforms: torch.Tensor | None
+                     ) -> tuple[torch.Tensor, torch.Tensor]:
+        """The next token of each row and its log-prob under log_softmax(logits / T), drawn
+        from the row's uniform (None: greedy)."""
+        if uniforms is None:
             logp = F.log_softmax(logits, dim=-1)
             tokens = logits.argmax(dim=-1)
         else:
@@ -565,7 +599,7 @@ class TransformersPolicy(Policy):
                 drop = (sorted_p.cumsum(dim=-1) - sorted_p) >= self.top_p
                 sorted_p = sorted_p.masked_fill(drop, 0.0)
                 probs = torch.zeros_like(probs).scatter(-1, order, sorted_p)
-            tokens = draw(probs, self.generator)
+            tokens = draw(probs, uniforms)
         return tokens, logp.gather(-1, tokens[:, None])[:, 0]
 
     def _hit_stop(self, ids: list[int]) -> bool:
