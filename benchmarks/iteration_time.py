@@ -26,6 +26,9 @@ Recipes (:data:`RECIPES`):
 * ``lora-big-passes``: ``lora`` with 8,192 tokens an update pass instead of 2,048 (LoRA's
   activations and gradients leave the memory for it): the same sums in fewer, larger products.
 * ``lora-small-passes``: ``lora`` with 1,024 tokens an update pass: more, smaller products.
+* ``lora-half``: ``lora`` with adapters on the upper half of the decoder layers only
+  (:data:`benchmarks.real_model.HALF_LORA`): no backward pass below them. It trains fewer
+  layers, so its learning is compared apart (seeds, held-out goals).
 
     python -m benchmarks.iteration_time --model runs/real_model/warm_start/final
     python -m benchmarks.iteration_time --model DIR --recipes today,lora --iterations 2 \\
@@ -45,7 +48,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from benchmarks.real_model import CHEAP, FAIR, ROOMY, Settings, train_command
+from benchmarks.real_model import CHEAP, FAIR, HALF_LORA, ROOMY, Settings, train_command
 from benchmarks.record import command_line, recorded
 
 RECIPES: dict[str, list[str]] = {
@@ -55,6 +58,7 @@ RECIPES: dict[str, list[str]] = {
     "lora-one-pass": [*CHEAP, "--rollout-batch-tokens", "0"],
     "lora-big-passes": [*CHEAP, "--micro-batch-tokens", "8192"],
     "lora-small-passes": [*CHEAP, "--micro-batch-tokens", "1024"],
+    "lora-half": [*CHEAP, *HALF_LORA],
 }
 
 

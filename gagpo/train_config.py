@@ -83,6 +83,9 @@ class TrainConfig:
     lora_rank: int = arg(0, "LoRA rank (peft); 0 trains every parameter", valid=">= 0")
     lora_alpha: float = arg(32.0, "LoRA alpha", valid="> 0")
     lora_dropout: float = arg(0.0, "LoRA dropout", valid="in [0, 1)")
+    lora_layers: int = arg(0, "LoRA adapters on the last N decoder layers only: the layers "
+                              "below them run forward without a graph and get no backward "
+                              "pass (0: every layer)", valid=">= 0")
     length_normalize: bool = arg(False, "score mode: rank actions by mean (not summed) token "
                                         "log-prob, so long actions are not penalised")
     bf16: str = arg("auto", "bf16 autocast: auto (CUDA with bf16; CPUs with AMX or "
@@ -250,6 +253,8 @@ class TrainConfig:
             if value is not None and value not in choices:
                 raise ValueError(f"{name} must be one of {choices}, not {value!r}")
         check_dual_clip(self.dual_clip)
+        if self.lora_layers and not self.lora_rank:
+            raise ValueError("lora_layers places LoRA adapters: it needs lora_rank > 0")
         if isinstance(self.save_observations, bool):  # settings written before "auto"
             self.save_observations = "on" if self.save_observations else "off"
         if self.save_observations not in ("auto", "on", "off"):

@@ -108,9 +108,29 @@ def build_model(cfg: TrainConfig, device: torch.device) -> tuple[Any, Any]:
         from peft import LoraConfig, get_peft_model
 
         lora = LoraConfig(r=cfg.lora_rank, lora_alpha=cfg.lora_alpha,
-                          lora_dropout=cfg.lora_dropout, target_modules="all-linear")
+                          lora_dropout=cfg.lora_dropout, **lora_targets(model, cfg.lora_layers))
         model = get_peft_model(model, lora)
     return model, tokenizer
+
+
+def lora_targets(model: Any, last_layers: int) -> dict[str, Any]:
+    """peft's ``target_modules`` (and ``layers_to_transform``): every linear layer but the
+    output layer, in every decoder layer, or in the last ``last_layers`` of them only. Below
+    the lowest adapted layer nothing requires a gradient, so the update's forward pass builds
+    no graph there and its backward pass stops at that layer."""
+    if last_layers == 0:
+        return {"target_modules": "all-linear"}
+    n = getattr(model.config, "num_hidden_layers", None)
+    if n is None:
+        raise ValueError(f"--lora-layers: {type(model).__name__}'s config has no "
+                         "num_hidden_layers")
+    if last_layers > n:
+        raise ValueError(f"--lora-layers {last_layers}: the model has {n} decoder layers")
+    output = model.get_output_embeddings()
+    # peft refuses "all-linear" beside layers_to_transform: the same modules, by name.
+    names = sorted({name.rsplit(".", 1)[-1] for name, module in model.named_modules()
+                    if isinstance(module, torch.nn.Linear) and module is not output})
+    return {"target_modules": names, "layers_to_transform": list(range(n - last_layers, n))}
 
 
 POLICY_BATCH = 64

@@ -194,3 +194,51 @@ def test_a_lora_update_on_a_cpu_skips_the_casts_that_change_no_value_and_moves_a
     torch.manual_seed(3)
     start = {n: p for n, p in _lora_model().named_parameters() if p.requires_grad}
     assert any(not torch.equal(held[n], start[n]) for n in held)  # the update moved them
+
+
+def test_lora_on_the_last_layers_only_runs_no_backward_below_them(tmp_path):
+    """``--lora-layers 1`` on the tiny model's two layers: adapters in the last layer only,
+    the first layer's output carries no graph (its backward pass, the saving, never runs),
+    and the run's adapters load as the model it trained."""
+    import pytest
+
+    from gagpo.logprobs import reply_logprobs
+    from gagpo.train_config import TrainConfig
+    from gagpo.trainer import build_model
+
+    model, tok = build_model(TrainConfig(model="tiny", lora_rank=4, lora_layers=1),
+                             torch.device("cpu"))
+    trainable = [n for n, p in model.named_parameters() if p.requires_grad]
+    assert trainable and all(".layers.1." in n and "lora_" in n for n in trainable)
+    # Every linear layer of the last decoder layer is adapted, as "all-linear" would.
+    plain = [n for n, m in load_model("tiny")[0].named_modules()
+             if isinstance(m, torch.nn.Linear) and ".layers.1." in n]
+    assert {n.split(".lora_A.")[0].rsplit(".", 1)[-1] for n, p in model.named_parameters()
+            if ".lora_A." in n} == {n.rsplit(".", 1)[-1] for n in plain}
+    graph: dict[str, bool] = {}
+    layers = model.get_base_model().model.layers
+    hooks = [layer.register_forward_hook(
+        lambda m, a, out, i=i: graph.__setitem__(i, (out[0] if isinstance(out, tuple)
+                                                     else out).requires_grad))
+             for i, layer in enumerate(layers)]
+    with torch.no_grad():  # adapters that change the outputs, as after training
+        for n, p in model.named_parameters():
+            if "lora_B" in n:
+                p.normal_(0, 0.1)
+    logp, mask, _ = reply_logprobs(model, [[5, 6, 7]], [[8, 9]], pad_id=0)
+    for h in hooks:
+        h.remove()
+    assert graph == {0: False, 1: True}
+    (logp * mask).sum().backward()
+    assert all(p.grad is not None and p.grad.abs().sum() > 0
+               for n, p in model.named_parameters() if p.requires_grad)
+    model.save_pretrained(tmp_path)
+    tok.save_pretrained(tmp_path)
+    loaded, _ = load_model(str(tmp_path))
+    with torch.no_grad():
+        torch.testing.assert_close(loaded(input_ids=IDS).logits, model(input_ids=IDS).logits,
+                                   atol=1e-5, rtol=1e-4)
+    with pytest.raises(ValueError, match="2 decoder layers"):
+        build_model(TrainConfig(model="tiny", lora_rank=4, lora_layers=3), torch.device("cpu"))
+    with pytest.raises(ValueError, match="lora_rank"):
+        TrainConfig(model="tiny", lora_layers=1)
