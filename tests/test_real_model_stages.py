@@ -258,6 +258,28 @@ def test_the_fair_comparison_differs_in_estimator_and_seed_only(tmp_path):
     assert len({tuple(without(c, "--policy", "--out")) for c in evals}) == 1  # same goals
 
 
+def test_the_half_lora_seeds_differ_from_the_fair_comparisons_gagpo_in_their_layers_only(
+        tmp_path):
+    from benchmarks.real_model import HALF_LORA, half_lora_stages, seed_stages
+
+    s = Settings()
+    fair = {st.name.removeprefix("seeds_"): st for st in seed_stages(tmp_path, s)}
+    half = {st.name.removeprefix("half_lora_"): st for st in half_lora_stages(tmp_path, s)}
+    assert sorted(half) == sorted(n for n in fair if n.startswith("gagpo_"))
+    for name, stage in half.items():
+        cmd, base = stage.command, fair[name].command
+        out = "--out-dir" if cmd[1] == "train" else "--out"
+        i, j = cmd.index(out), base.index(out)
+        assert cmd[i + 1] != base[j + 1]  # a folder of its own
+        rest = cmd[:i] + cmd[i + 2:]
+        if cmd[1] == "train":
+            assert rest == base[:j] + base[j + 2:] + HALF_LORA
+        else:  # the same goals, seed and temperature: paired with the fair comparison's
+            assert "half_lora" in cmd[cmd.index("--policy") + 1]
+            k, m = rest.index("--policy"), base.index("--policy")
+            assert rest[:k] + rest[k + 2:] == (base[:m] + base[m + 2:j] + base[j + 2:])
+
+
 def test_the_fair_comparisons_table_pairs_the_seeds_on_the_goals(tmp_path):
     from benchmarks.real_model import seeds_table
 
