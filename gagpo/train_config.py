@@ -253,8 +253,6 @@ class TrainConfig:
             if value is not None and value not in choices:
                 raise ValueError(f"{name} must be one of {choices}, not {value!r}")
         check_dual_clip(self.dual_clip)
-        if self.lora_layers and not self.lora_rank:
-            raise ValueError("lora_layers places LoRA adapters: it needs lora_rank > 0")
         if isinstance(self.save_observations, bool):  # settings written before "auto"
             self.save_observations = "on" if self.save_observations else "off"
         if self.save_observations not in ("auto", "on", "off"):

@@ -104,6 +104,8 @@ def build_model(cfg: TrainConfig, device: torch.device) -> tuple[Any, Any]:
             model.activation_checkpointing_enable(activation_checkpointing_kwargs=kwargs)
         else:
             model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
+    if cfg.lora_layers and not cfg.lora_rank:
+        raise ValueError("--lora-layers places LoRA adapters: it needs --lora-rank > 0")
     if cfg.lora_rank > 0:
         from peft import LoraConfig, get_peft_model
 

@@ -240,5 +240,5 @@ def test_lora_on_the_last_layers_only_runs_no_backward_below_them(tmp_path):
                                    atol=1e-5, rtol=1e-4)
     with pytest.raises(ValueError, match="2 decoder layers"):
         build_model(TrainConfig(model="tiny", lora_rank=4, lora_layers=3), torch.device("cpu"))
-    with pytest.raises(ValueError, match="lora_rank"):
-        TrainConfig(model="tiny", lora_layers=1)
+    with pytest.raises(ValueError, match="lora-rank"):
+        build_model(TrainConfig(model="tiny", lora_layers=1), torch.device("cpu"))
