@@ -277,8 +277,9 @@ HALF_LORA = ["--lora-layers", "15"]
 """LoRA on the upper 15 of SmolLM2-135M's 30 decoder layers only (``--lora-layers``): below
 them the update's forward pass builds no graph and its backward pass stops, a third less update
 time on a recorded WebShop batch (53.5 s against 78.9 s for 46 rows). It changes what is
-trained, so it is not the fair comparison's recipe until its seeds learn as much as
-:data:`CHEAP`'s (``benchmarks/results/real_model/half_lora/``)."""
+trained: on its first seed it learned less than :data:`CHEAP` (a lower held-out score,
+paired; ``benchmarks/results/real_model/half_lora/``), so it is not the fair comparison's
+recipe."""
 
 CHEAP = [*LORA, *ROOMY]
 """The fair comparison's recipe on top of :data:`FAIR`: LoRA (:data:`LORA`), its rollouts
