@@ -295,20 +295,29 @@ def seed_stages(work: Path, s: Settings) -> list[Stage]:
     :data:`CHEAP`), each
     evaluated on the same held-out goals at the same evaluation seed; seed by seed, so that a
     stopped run leaves whole pairs."""
+    return seeded_runs(work, s, s.seed_estimators, "seeds", "seeds_", FAIR + CHEAP)
+
+
+def seeded_runs(work: Path, s: Settings, algos: Sequence[str], folder: str, prefix: str,
+                flags: list[str]) -> list[Stage]:
+    """Each of ``algos`` from the WebShop warm start once per seed, with ``flags`` last, in
+    ``work/folder``, each evaluated on the same held-out goals at the same evaluation seed;
+    seed by seed, so that a stopped run leaves whole pairs. Stages ``<prefix><algo>_s<k>``
+    and ``..._eval``."""
     warm = work / "warm_start" / "final"
     out = []
     for seed in range(s.seeds):
-        for algo in s.seed_estimators:
+        for algo in algos:
             name = f"{algo}_s{seed}"
-            folder = work / "seeds" / name
-            cmd = train_command(str(warm), folder, s, algo=algo, seed=seed) + FAIR + CHEAP
+            run = work / folder / name
+            cmd = train_command(str(warm), run, s, algo=algo, seed=seed) + flags
             # final/ holds LoRA's adapters (adapter_config.json, read by gagpo eval as a
             # model); the tokenizer is written last.
-            out += [Stage(f"seeds_{name}", cmd, folder / "final" / "tokenizer_config.json",
-                          folder / "metrics.jsonl"),
-                    Stage(f"seeds_{name}_eval",
-                          eval_command(str(folder / "final"), work / "seeds" / f"eval_{name}", s),
-                          work / "seeds" / f"eval_{name}" / "summary.json")]
+            out += [Stage(f"{prefix}{name}", cmd, run / "final" / "tokenizer_config.json",
+                          run / "metrics.jsonl"),
+                    Stage(f"{prefix}{name}_eval",
+                          eval_command(str(run / "final"), work / folder / f"eval_{name}", s),
+                          work / folder / f"eval_{name}" / "summary.json")]
     return out
 
 
@@ -355,20 +364,7 @@ def half_lora_stages(work: Path, s: Settings) -> list[Stage]:
     time) learns as much: the default GAGPO of the fair comparison, seed by seed, with
     ``--lora-layers`` its only other flag, evaluated on the same goals, so that each seed
     pairs with ``seeds_gagpo_s<k>`` on every goal (``gagpo compare``)."""
-    warm = work / "warm_start" / "final"
-    out = []
-    for seed in range(s.seeds):
-        name = f"gagpo_s{seed}"
-        folder = work / "half_lora" / name
-        cmd = (train_command(str(warm), folder, s, algo="gagpo", seed=seed) + FAIR + CHEAP
-               + HALF_LORA)
-        out += [Stage(f"{HALF}{name}", cmd, folder / "final" / "tokenizer_config.json",
-                      folder / "metrics.jsonl"),
-                Stage(f"{HALF}{name}_eval",
-                      eval_command(str(folder / "final"), work / "half_lora" / f"eval_{name}",
-                                   s),
-                      work / "half_lora" / f"eval_{name}" / "summary.json")]
-    return out
+    return seeded_runs(work, s, ["gagpo"], "half_lora", HALF, FAIR + CHEAP + HALF_LORA)
 
 
 def stages(work: Path, s: Settings) -> list[Stage]:
