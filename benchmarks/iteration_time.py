@@ -29,6 +29,9 @@ Recipes (:data:`RECIPES`):
 * ``lora-half``: ``lora`` with adapters on the upper half of the decoder layers only
   (:data:`benchmarks.real_model.HALF_LORA`): no backward pass below them. It trains fewer
   layers, so its learning is compared apart (seeds, held-out goals).
+* ``lora-two-thirds``: ``lora`` with adapters on the upper 20 of the 30 layers and every
+  rollout row decoded in one pass (:data:`benchmarks.real_model.TWO_THIRDS_LORA`); its learning
+  too is compared apart.
 
     python -m benchmarks.iteration_time --model runs/real_model/warm_start/final
     python -m benchmarks.iteration_time --model DIR --recipes today,lora --iterations 2 \\
@@ -48,7 +51,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from benchmarks.real_model import CHEAP, FAIR, HALF_LORA, ROOMY, Settings, train_command
+from benchmarks.real_model import (
+    CHEAP,
+    FAIR,
+    HALF_LORA,
+    ROOMY,
+    TWO_THIRDS_LORA,
+    Settings,
+    train_command,
+)
 from benchmarks.record import command_line, recorded
 
 RECIPES: dict[str, list[str]] = {
@@ -59,6 +70,7 @@ RECIPES: dict[str, list[str]] = {
     "lora-big-passes": [*CHEAP, "--micro-batch-tokens", "8192"],
     "lora-small-passes": [*CHEAP, "--micro-batch-tokens", "1024"],
     "lora-half": [*CHEAP, *HALF_LORA],
+    "lora-two-thirds": [*CHEAP, *TWO_THIRDS_LORA],
 }
 
 

@@ -195,11 +195,11 @@ def test_roomy_training_changes_memory_and_time_only(tmp_path):
         roomy = config_from_args(parser.parse_args([*st.command[1:], *ROOMY])).to_dict()
         changed = {k for k in plain if plain[k] != roomy[k]}
         # The fair comparison's recipe (CHEAP) runs roomy already; so do ALFWorld's second
-        # run of GAGPO and the half-LoRA seeds, which share it.
+        # run of GAGPO and the seeds of LoRA on fewer layers, which share it.
         already = plain["gradient_checkpointing"] == "off" and not plain["return_freed_memory"]
         assert changed == (set() if already else {"gradient_checkpointing",
                                                   "return_freed_memory"}), st.name
-        assert already == (st.name.startswith(("seeds_", "half_lora_"))
+        assert already == (st.name.startswith(("seeds_", "half_lora_", "two_thirds_lora_"))
                            or st.name == "alfworld_wins_gagpo")
         assert changed <= set(RESUME_MAY_CHANGE)
 
@@ -259,26 +259,31 @@ def test_the_fair_comparison_differs_in_estimator_and_seed_only(tmp_path):
     assert len({tuple(without(c, "--policy", "--out")) for c in evals}) == 1  # same goals
 
 
-def test_the_half_lora_seeds_differ_from_the_fair_comparisons_gagpo_in_their_layers_only(
+def test_the_fewer_layer_seeds_differ_from_the_fair_comparisons_gagpo_in_their_flags_only(
         tmp_path):
-    from benchmarks.real_model import HALF_LORA, half_lora_stages, seed_stages
+    from benchmarks.real_model import FEWER_LAYERS, HALF_LORA, fewer_layers_stages, seed_stages
 
     s = Settings()
+    assert FEWER_LAYERS["half_lora"] == HALF_LORA == ["--lora-layers", "15"]
+    assert FEWER_LAYERS["two_thirds_lora"] == ["--lora-layers", "20", "--rollout-batch-tokens", "0"]
     fair = {st.name.removeprefix("seeds_"): st for st in seed_stages(tmp_path, s)}
-    half = {st.name.removeprefix("half_lora_"): st for st in half_lora_stages(tmp_path, s)}
-    assert sorted(half) == sorted(n for n in fair if n.startswith("gagpo_"))
-    for name, stage in half.items():
-        cmd, base = stage.command, fair[name].command
-        out = "--out-dir" if cmd[1] == "train" else "--out"
-        i, j = cmd.index(out), base.index(out)
-        assert cmd[i + 1] != base[j + 1]  # a folder of its own
-        rest = cmd[:i] + cmd[i + 2:]
-        if cmd[1] == "train":
-            assert rest == base[:j] + base[j + 2:] + HALF_LORA
-        else:  # the same goals, seed and temperature: paired with the fair comparison's
-            assert "half_lora" in cmd[cmd.index("--policy") + 1]
-            k, m = rest.index("--policy"), base.index("--policy")
-            assert rest[:k] + rest[k + 2:] == (base[:m] + base[m + 2:j] + base[j + 2:])
+    stages_ = fewer_layers_stages(tmp_path, s)
+    for folder, flags in FEWER_LAYERS.items():
+        mine = {st.name.removeprefix(f"{folder}_"): st for st in stages_
+                if st.name.startswith(f"{folder}_")}
+        assert sorted(mine) == sorted(n for n in fair if n.startswith("gagpo_"))
+        for name, stage in mine.items():
+            cmd, base = stage.command, fair[name].command
+            out = "--out-dir" if cmd[1] == "train" else "--out"
+            i, j = cmd.index(out), base.index(out)
+            assert cmd[i + 1] != base[j + 1] and folder in cmd[i + 1]  # a folder of its own
+            rest = cmd[:i] + cmd[i + 2:]
+            if cmd[1] == "train":
+                assert rest == base[:j] + base[j + 2:] + flags
+            else:  # the same goals, seed and temperature: paired with the fair comparison's
+                assert folder in cmd[cmd.index("--policy") + 1]
+                k, m = rest.index("--policy"), base.index("--policy")
+                assert rest[:k] + rest[k + 2:] == (base[:m] + base[m + 2:j] + base[j + 2:])
 
 
 def test_the_fair_comparisons_table_pairs_the_seeds_on_the_goals(tmp_path):
