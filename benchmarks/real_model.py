@@ -576,21 +576,12 @@ def _evaluation(work: Path, folder: str, label: str, records: Path | None):
     return None
 
 
-def pooled(label: str, evaluations: list[Any]):
-    """Several evaluations of the same goals as one side of a comparison: each goal's plays
-    (one per seed) are averaged per goal by :func:`gagpo.compare.compare`."""
-    from gagpo.compare import Evaluation
-
-    episodes = tuple(e for ev in evaluations for e in ev.episodes)
-    return Evaluation(label, evaluations[0].source.parent, episodes, evaluations[0].meta)
-
-
 def seeds_table(work: Path, s: Settings, records: Path | None = None) -> str:
     """The fair comparison's table (success and score per estimator and seed) and its paired
     comparisons on the held-out goals (gagpo compare): each estimator against the warm start,
     and every estimator against the first, pooled over the seeds both finished. Empty before
     any of its evaluations has finished."""
-    from gagpo.compare import compare, format_markdown
+    from gagpo.compare import compare, format_markdown, pooled
 
     done: dict[str, dict[int, Any]] = {}
     for algo in s.seed_estimators:

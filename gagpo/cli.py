@@ -214,11 +214,13 @@ def build_parser() -> argparse.ArgumentParser:
         description="Pair the episodes of two evaluations by goal and print B - A of success, "
                     "score and the step rates, with 95% intervals (paired t and paired "
                     "bootstrap over goals; step rates' intervals resample whole episodes) and "
-                    "an exact sign test, as a markdown table.")
+                    "an exact sign test, as a markdown table. A side may pool several "
+                    "evaluations of the same goals (seeds of one recipe): EVAL,EVAL,... "
+                    "averages each goal's plays before the goals are paired.")
     for name in ("eval_a", "eval_b"):
         cmp.add_argument(name, metavar=name.upper(),
                          help="a gagpo eval --out folder, or its trajectories.jsonl or "
-                              "summary.json")
+                              "summary.json; or several, comma-separated, pooled")
     cmp.add_argument("--out", default=None, metavar="FILE.json",
                      help="also write the comparison as JSON")
     cmp.add_argument("--seed", type=int, default=0, help="the bootstrap's seed")

@@ -390,15 +390,40 @@ def load_evaluation(path: str | Path, label: str | None = None) -> Evaluation:
     return Evaluation(label or source.parent.resolve().name, source, tuple(episodes), meta)
 
 
+def pooled(label: str, evaluations: Sequence[Evaluation]) -> Evaluation:
+    """Several evaluations of the same goals (a recipe's seeds, say) as one side of a
+    comparison: their episodes together, so that :func:`compare` averages each goal's plays
+    (one per evaluation) before it pairs the goals."""
+    if not evaluations:
+        raise ValueError("no evaluations to pool")
+    episodes = tuple(e for ev in evaluations for e in ev.episodes)
+    return Evaluation(label, evaluations[0].source.parent, episodes, evaluations[0].meta)
+
+
+def load_side(paths: str | Path, label: str | None = None) -> Evaluation:
+    """One side of ``gagpo compare``: an evaluation (:func:`load_evaluation`), or several
+    given as ``PATH,PATH,...`` pooled (:func:`pooled`), labelled ``label`` or their folders'
+    names joined by ``+``. A path that exists as given is one evaluation, commas and all."""
+    text = str(paths)
+    parts = [text] if Path(text).exists() else [p.strip() for p in text.split(",")]
+    if not all(parts):
+        raise ValueError(f"an empty path in {text!r}: give PATH or PATH,PATH,...")
+    if len(parts) == 1:
+        return load_evaluation(parts[0], label)
+    evaluations = [load_evaluation(p) for p in parts]
+    return pooled(label or "+".join(ev.label for ev in evaluations), evaluations)
+
+
 def run_compare(path_a: str | Path, path_b: str | Path, *, out: str | Path | None = None,
                 seed: int = 0, n_boot: int = 10_000, labels: Sequence[str] | None = None
                 ) -> dict[str, Any]:
-    """``gagpo compare``: load both, compare, print the notes and the markdown table, write
-    the result as JSON to ``out`` when given; returns the result."""
+    """``gagpo compare``: load both sides (each an evaluation or several pooled:
+    :func:`load_side`), compare, print the notes and the markdown table, write the result as
+    JSON to ``out`` when given; returns the result."""
     if labels is not None and (len(labels) != 2 or not all(x.strip() for x in labels)):
         raise ValueError(f"--labels takes two names, A,B, not {','.join(labels)!r}")
     la, lb = (None, None) if labels is None else (labels[0].strip(), labels[1].strip())
-    a, b = load_evaluation(path_a, la), load_evaluation(path_b, lb)
+    a, b = load_side(path_a, la), load_side(path_b, lb)
     if la is None and a.label == b.label:
         a = Evaluation("A", a.source, a.episodes, a.meta)
         b = Evaluation("B", b.source, b.episodes, b.meta)

@@ -11,7 +11,8 @@
   are independent.
 - Goals in only one evaluation are counted and left out; no common goal is an error.
 - ``gagpo compare`` on two real ``gagpo eval --out`` folders prints the markdown table with the
-  numbers ``gagpo eval`` itself reports; unusable inputs exit 2 with a message, no traceback.
+  numbers ``gagpo eval`` itself reports; a side may pool several evaluations (seeds), each goal's
+  plays averaged; unusable inputs exit 2 with a message, no traceback.
 """
 
 from __future__ import annotations
@@ -264,6 +265,32 @@ def test_cli_prints_the_table_with_gagpo_evals_own_numbers(evals, tmp_path, caps
     assert from_steps == result
 
 
+def test_a_side_pools_several_evaluations_of_the_same_goals(evals, tmp_path, capsys):
+    """EVAL,EVAL as one side (a recipe's seeds): each goal's plays are averaged before the goals
+    are paired, so pooling the random and rule policies against random gives half of rule -
+    random on every goal; a folder whose name holds a comma is still one evaluation."""
+    from gagpo.cli import main
+
+    def run(a: str, b: str) -> dict:
+        out = tmp_path / f"cmp{len(list(tmp_path.glob('cmp*')))}.json"
+        assert main(["compare", a, b, "--out", str(out), "--bootstrap", "500"]) == 0
+        return json.loads(out.read_text())
+
+    alone = run(str(evals["random"]), str(evals["rule"]))
+    both = run(str(evals["random"]), f"{evals['random']},{evals['rule']}")
+    printed = capsys.readouterr().out
+    assert both["goals"]["common"] == 10 and both["goals"]["repeated_b"] == 10
+    assert both["episodes"] == [10, 20]
+    for metric in ("success", "score"):
+        assert both[metric]["diff"] == pytest.approx(alone[metric]["diff"] / 2)
+        assert both[metric]["b"] == pytest.approx((alone[metric]["a"] + alone[metric]["b"]) / 2)
+    assert both["labels"] == ["random", "random+rule"]
+    assert "| metric | A: random | B: random+rule |" in printed
+    comma = tmp_path / "rule,copy"
+    shutil.copytree(evals["rule"], comma)
+    assert run(str(evals["random"]), str(comma))["score"] == alone["score"]
+
+
 def test_cli_errors_exit_2_with_a_message(evals, tmp_path, capsys):
     from gagpo.cli import main
 
@@ -283,6 +310,9 @@ def test_cli_errors_exit_2_with_a_message(evals, tmp_path, capsys):
         ((str(ROOT / "benchmarks/results/demo/evals.json"), str(evals["rule"])),
          "held-out summaries"),
         ((str(empty), str(evals["rule"])), "holds no episode records"),
+        ((f"{evals['rule']},,{evals['random']}", str(evals["rule"])), "an empty path"),
+        ((f"{evals['rule']},{tmp_path / 'nowhere'}", str(evals["rule"])),
+         "no such file or folder"),
         ((str(evals["random"]), str(evals["rule"]), "--labels", "onlyone"), "--labels"),
         ((str(evals["random"]), str(evals["rule"]), "--bootstrap", "10"), "bootstrap"),
     ]
