@@ -29,9 +29,8 @@ Recipes (:data:`RECIPES`):
 * ``lora-half``: ``lora`` with adapters on the upper half of the decoder layers only
   (:data:`benchmarks.real_model.HALF_LORA`): no backward pass below them. It trains fewer
   layers, so its learning is compared apart (seeds, held-out goals).
-* ``lora-two-thirds``: ``lora`` with adapters on the upper 20 of the 30 layers and every
-  rollout row decoded in one pass (:data:`benchmarks.real_model.TWO_THIRDS_LORA`); its learning
-  too is compared apart.
+* ``lora-two-thirds``: ``lora`` with adapters on the upper 20 of the 30 layers
+  (:data:`benchmarks.real_model.TWO_THIRDS_LORA`); its learning too is compared apart.
 
     python -m benchmarks.iteration_time --model runs/real_model/warm_start/final
     python -m benchmarks.iteration_time --model DIR --recipes today,lora --iterations 2 \\

@@ -265,7 +265,7 @@ def test_the_fewer_layer_seeds_differ_from_the_fair_comparisons_gagpo_in_their_f
 
     s = Settings()
     assert FEWER_LAYERS["half_lora"] == HALF_LORA == ["--lora-layers", "15"]
-    assert FEWER_LAYERS["two_thirds_lora"] == ["--lora-layers", "20", "--rollout-batch-tokens", "0"]
+    assert FEWER_LAYERS["two_thirds_lora"] == ["--lora-layers", "20"]
     fair = {st.name.removeprefix("seeds_"): st for st in seed_stages(tmp_path, s)}
     stages_ = fewer_layers_stages(tmp_path, s)
     for folder, flags in FEWER_LAYERS.items():
