@@ -289,15 +289,17 @@ seed with the fair comparison's GAGPO (``benchmarks/results/real_model/two_third
 Its rollouts keep the fair comparison's cache cap: with every row in one decoding pass (no cap)
 a rollout decoded faster a token, but under bf16 autocast passes of other shapes round logits
 apart and a seed plays other episodes (92 steps against 83), so no side-by-side of the same
-work (``benchmarks/results/iteration_time/two_thirds/``)."""
+work (``benchmarks/results/iteration_time/uncapped/``)."""
 
 
 CHEAP = [*LORA, *ROOMY]
 """The fair comparison's recipe on top of :data:`FAIR`: LoRA (:data:`LORA`), its rollouts
 sampled with the adapters folded into the weights (``gagpo.common.lora``), activations kept
-(LoRA's optimizer state and gradients are small). Every rollout row in one generation pass
-(``--rollout-batch-tokens 0``) was slower: 165 s against 145 for a rollout (16 rows of
-1,000-token prompts padded in one prefill; ``benchmarks/results/iteration_time/``)."""
+(LoRA's optimizer state and gradients are small). It keeps :data:`FAIR`'s cache cap. Every
+rollout row in one generation pass (``--rollout-batch-tokens 0``) looked slower in a run that
+sampled through unfolded adapters (165 s against 145, ``benchmarks/results/iteration_time/
+one_pass/``); with the adapters folded it took 19% less a step, but played other episodes under
+bf16 autocast, so no same-work comparison (``benchmarks/results/iteration_time/uncapped/``)."""
 
 
 def seed_stages(work: Path, s: Settings) -> list[Stage]:
