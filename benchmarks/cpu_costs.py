@@ -68,7 +68,7 @@ def decode_step(model: Any, rows: int, context: int, steps: int = 8,
 
     from gagpo.agents.policies.kv_cache import (
         cache_keyword,
-        decode_attention,
+        gagpo_attention,
         new_cache,
         returned_cache,
     )
@@ -79,7 +79,7 @@ def decode_step(model: Any, rows: int, context: int, steps: int = 8,
     tokens = torch.randint(100, vocab, (rows, 1), generator=generator)
     times: list[float] = []
     split: dict[str, float] = {}
-    with torch.no_grad(), decode_attention(model):
+    with torch.no_grad(), gagpo_attention(model):
         kw = cache_keyword(model)
         cache = returned_cache(model(input_ids=prompt, use_cache=True, logits_to_keep=1,
                                      **{kw: new_cache(steps + 1)}))

@@ -17,6 +17,8 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from gagpo.agents.policies.kv_cache import ATTENTION, PACKED_PROMPT
+
 
 def pad_batch(
     prompts: Sequence[Sequence[int]], replies: Sequence[Sequence[int]], pad_id: int
@@ -144,6 +146,8 @@ def _packed_reply_logprobs(model: Any, prompts: Sequence[Sequence[int]],
                                   "logits_to_keep": ids.shape[1] - len(prompt) + 1}
         if mask is not None:
             kwargs["attention_mask"] = mask.to(device)
+            if getattr(getattr(model, "config", None), "_attn_implementation", None) == ATTENTION:
+                kwargs[PACKED_PROMPT] = len(prompt)  # attends split: gagpo_attention
         with torch.autocast(device.type, dtype=autocast_dtype or torch.bfloat16,
                             enabled=autocast_dtype is not None):
             logits = model(**kwargs).logits[0]

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
+from gagpo.agents.policies.kv_cache import gagpo_attention
 from gagpo.batching import micro_batches, packed_micro_batches
 from gagpo.common.lora import lora_passes_in
 from gagpo.distributed import (
@@ -254,7 +255,8 @@ def update(model: Any, ref_model: Any | None, optimizer: torch.optim.Optimizer,
             cfg.micro_batch_tokens, one_prompt_each=is_sharded(model))]
 
     lengths = [len(p) + len(r) for p, r in zip(batch.prompt, batch.reply, strict=True)]
-    with without_needless_casts(model, amp, world):
+    # Packed passes attend split (prompt causal, replies under the mask) forward and backward.
+    with without_needless_casts(model, amp, world), gagpo_attention(model):
         grad_norm = optimizer_steps(model, optimizer, lengths, cfg, world=world,
                                     epoch_seed=epoch_seed, count=count, micro_step=micro_step,
                                     split=packed_split if packed else None)

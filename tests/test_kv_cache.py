@@ -14,9 +14,9 @@ from gagpo.agents.policies import TransformersPolicy
 from gagpo.agents.policies.base import Request
 from gagpo.agents.policies.kv_cache import (
     ATTENTION,
-    _decode_attention,
+    _gagpo_sdpa,
     cache_keyword,
-    decode_attention,
+    gagpo_attention,
     new_cache,
     returned_cache,
 )
@@ -66,11 +66,11 @@ def test_one_token_under_autocast_attends_in_float32_and_prompts_as_before(tiny)
     mask[1, ..., :4] = False  # a left-padded row
     exact, _ = sdpa_attention_forward(module, q, k, v, mask, scaling=0.25)
     with torch.autocast("cpu", dtype=torch.bfloat16):
-        mine, _ = _decode_attention(module, q, k, v.bfloat16(), mask, scaling=0.25)
+        mine, _ = _gagpo_sdpa(module, q, k, v.bfloat16(), mask, scaling=0.25)
         cast, _ = sdpa_attention_forward(module, q, k, v, mask, scaling=0.25)
         prompt = torch.randn(3, 4, 9, 16, generator=g)
         full_mask = mask.expand(3, 1, 9, 9)
-        assert torch.equal(_decode_attention(module, prompt, k, v, full_mask)[0],
+        assert torch.equal(_gagpo_sdpa(module, prompt, k, v, full_mask)[0],
                            sdpa_attention_forward(module, prompt, k, v, full_mask)[0])
     assert mine.dtype == torch.float32 and cast.dtype == torch.bfloat16
     torch.testing.assert_close(mine, exact, atol=1e-6, rtol=1e-5)
@@ -94,18 +94,59 @@ def test_one_token_in_float32_attends_over_the_key_value_heads_as_sdpa_does(tiny
     monkeypatch.setattr(sdpa, "repeat_kv", lambda *a: pytest.fail("the cache was repeated"))
     monkeypatch.setattr(sdpa, "sdpa_attention_forward",
                         lambda *a, **k: pytest.fail("transformers' SDPA decided"))
-    mine, _ = _decode_attention(module, q, k, v, mask, scaling=0.25)
+    mine, _ = _gagpo_sdpa(module, q, k, v, mask, scaling=0.25)
     assert mine.dtype == torch.float32
     torch.testing.assert_close(mine, exact, atol=1e-6, rtol=1e-5)
+
+
+def test_packed_replies_attend_split_with_the_same_logprobs_and_gradients(tiny, monkeypatch):
+    """A prompt and several packed replies (the update's passes): under gagpo_attention the
+    prompt's rows attend causally with no mask and only the replies' rows under it, with the
+    log-probs and gradients of plain SDPA under the whole mask."""
+    import transformers.integrations.sdpa_attention as sdpa
+
+    from gagpo.logprobs import reply_logprobs
+
+    model, _ = tiny
+    g = torch.Generator().manual_seed(3)
+    vocab = model.config.vocab_size
+    prompt = torch.randint(3, vocab, (23,), generator=g).tolist()
+    replies = [torch.randint(3, vocab, (n,), generator=g).tolist() for n in (5, 8, 2)]
+
+    def logprobs_and_grads() -> tuple[torch.Tensor, list[torch.Tensor]]:
+        model.zero_grad()
+        logp, mask, _ = reply_logprobs(model, [prompt] * 3, replies, pad_id=0, packed=True)
+        (logp * torch.arange(1, 4)[:, None]).sum().backward()  # rows weighted apart
+        return logp.detach(), [p.grad.clone() for p in model.parameters() if p.grad is not None]
+
+    plain, plain_grads = logprobs_and_grads()
+    calls = []
+    forward = sdpa.sdpa_attention_forward
+
+    def spy(module, query, key, value, attention_mask, **kwargs):
+        calls.append((query.shape[2], key.shape[2], attention_mask is None))
+        return forward(module, query, key, value, attention_mask, **kwargs)
+
+    monkeypatch.setattr(sdpa, "sdpa_attention_forward", spy)
+    with gagpo_attention(model) as switched:
+        assert switched
+        split, split_grads = logprobs_and_grads()
+    layers = model.config.num_hidden_layers
+    assert calls == [(23, 23, True), (15, 38, False)] * layers
+    torch.testing.assert_close(split, plain, atol=1e-5, rtol=1e-5)
+    assert len(split_grads) == len(plain_grads) > 0
+    for a, b in zip(split_grads, plain_grads, strict=True):
+        torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-4)
+    assert model.config._attn_implementation == "sdpa"  # switched back
 
 
 def test_decode_attention_is_switched_on_only_while_generating(tiny):
     model = tiny[0]
     assert model.config._attn_implementation == "sdpa"
-    with decode_attention(model):
+    with gagpo_attention(model):
         assert model.config._attn_implementation == ATTENTION
     assert model.config._attn_implementation == "sdpa"
-    with pytest.raises(RuntimeError), decode_attention(model):
+    with pytest.raises(RuntimeError), gagpo_attention(model):
         raise RuntimeError("generation failed")
     assert model.config._attn_implementation == "sdpa"  # restored on errors too
 

@@ -61,8 +61,8 @@ from gagpo.agents.parser import fill_template, is_template
 from gagpo.agents.policies.base import MODES, Policy, Reply, Request
 from gagpo.agents.policies.kv_cache import (
     cache_keyword,
-    decode_attention,
     forward_parameters,
+    gagpo_attention,
     new_cache,
     returned_cache,
 )
@@ -473,7 +473,7 @@ class TransformersPolicy(Policy):
         if not self.fast_decode:
             return self._decode(prompts, unique, source, ids, mask, positions, started, None,
                                 uniforms)
-        with decode_attention(self.model):
+        with gagpo_attention(self.model):
             return self._decode(prompts, unique, source, ids, mask, positions, started,
                                 new_cache(self.max_new_tokens), uniforms)
 
