@@ -18,7 +18,9 @@ Measured on SmolLM2-135M, 8-64 rows of 600-token prompts, 2-core AVX512-BF16 CPU
   so the cache is never repeated per query head: transformers 5.19 repeats it at every step
   (5.24 no longer does), and on it the trainer's decoding of one benchmark rollout took 295 s
   with the repeat against 125 s without (float32, AVX2 CPU, 2 threads;
-  ``benchmarks/results/rollout_throughput_vllm``).
+  ``benchmarks/results/rollout_throughput_vllm``). The update runs under it too: a training
+  pass of one prompt and several packed replies (:data:`PACKED_PROMPT`) attends split, the
+  prompt's rows causally with no mask and only the replies' rows under it.
 """
 
 from __future__ import annotations
@@ -151,8 +153,8 @@ def returned_cache(output: Any) -> Any:
 
 
 def _gagpo_sdpa(module: torch.nn.Module, query: torch.Tensor, key: torch.Tensor,
-                      value: torch.Tensor, attention_mask: torch.Tensor | None,
-                      **kwargs: Any) -> tuple[torch.Tensor, None]:
+                value: torch.Tensor, attention_mask: torch.Tensor | None,
+                **kwargs: Any) -> tuple[torch.Tensor, None]:
     """SDPA; for one query token on a CPU, SDPA over the key/value heads (no repeated cache), in
     float32 with autocast off where autocast is on (GPUs have fast bf16 kernels for it). Given
     :data:`PACKED_PROMPT` (a prompt of that length, then replies that each see it and
