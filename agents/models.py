@@ -33,6 +33,7 @@ from typing import Any
 import torch
 
 from gagpo.common.cache import build_once, cache_dir
+from gagpo.common.cpu import native_bf16
 from gagpo.common.lora import merge_loaded_adapters
 from gagpo.common.wheel_files import WheelFilesMissing, wheel_files
 
@@ -282,19 +283,13 @@ def is_large(model: Any) -> bool:
     return sum(p.numel() for p in model.parameters()) >= LARGE_MODEL
 
 
-BF16_CPU_FLAGS = ("amx_bf16", "avx512_bf16")
-"""CPU features that run bf16 matrix products natively: on a 2-core AVX512-BF16 machine
-autocast doubled SmolLM2-135M's prefill (305 -> 643 prompt tokens/s, 8 prompts of 600 tokens);
-without them bf16 is emulated and slower than float32."""
-
-
 def bf16_autocast(setting: str, model: Any, device: torch.device | str) -> torch.dtype | None:
     """The autocast dtype for ``--bf16 auto|on|off``: ``torch.bfloat16`` or None (float32).
 
     ``auto`` is bf16 on a CUDA device that supports it, and on a CPU with native bf16 products
-    (:data:`BF16_CPU_FLAGS`) for models of 50M+ parameters (smaller ones gain nothing, and
-    their tests compare float32 figures). ``model`` None is a model this process does not hold
-    (a vLLM engine's): the hardware alone decides.
+    (:func:`gagpo.common.cpu.native_bf16`) for models of 50M+ parameters (smaller ones gain
+    nothing, and their tests compare float32 figures). ``model`` None is a model this process
+    does not hold (a vLLM engine's): the hardware alone decides.
     """
     if setting not in ("auto", "on", "off"):
         raise ValueError(f"bf16 must be auto, on or off, not {setting!r}")
@@ -305,11 +300,7 @@ def bf16_autocast(setting: str, model: Any, device: torch.device | str) -> torch
         return torch.bfloat16 if torch.cuda.is_bf16_supported() else None
     if model is not None and not is_large(model):
         return None
-    try:
-        flags = Path("/proc/cpuinfo").read_text().split()
-    except OSError:
-        return None
-    return torch.bfloat16 if any(f in flags for f in BF16_CPU_FLAGS) else None
+    return torch.bfloat16 if native_bf16() else None
 
 
 def default_device() -> torch.device:

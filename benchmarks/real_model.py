@@ -40,10 +40,12 @@ admissible-action rate, success and score with 95% intervals, mean episode lengt
 
 ``--out`` receives the tables (``table.md``), the curves of the RL runs (``curves.png``,
 ``curves_alfworld.png``), the commands of every stage, each stage's time and peak memory
-(``stages.json``), and copies of every finished evaluation's summary (``evals/``) and every
-training run's metrics (``metrics/``), from which the table and curves are drawn where
-``--work`` lacks them; the weights stay in ``--work``. The CPU settings below are chosen to fit a
-2-core, 24 GB machine; ``--iterations`` and ``--goals`` scale the run.
+(``stages.json``; a training stage's record also names its parameters' digest and the CPU's
+arithmetic, bf16 autocast or float32, which a later piece must share to add to it), and
+copies of every finished evaluation's summary (``evals/``) and every training run's metrics
+(``metrics/``), from which the table and curves are drawn where ``--work`` lacks them; the
+weights stay in ``--work``. The CPU settings below are chosen to fit a 2-core, 24 GB machine;
+``--iterations`` and ``--goals`` scale the run.
 """
 
 from __future__ import annotations
@@ -62,6 +64,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.record import machine
+from gagpo.common.cpu import arithmetic
 from gagpo.evaluate import EPISODES_FILE
 
 MODEL = "smollm2-135m"
@@ -396,9 +399,11 @@ NOT_DONE = "not done"
 stopped it at a checkpoint (:func:`run_stage`), which :func:`over_invocations` looks for."""
 
 
-def run_stage(stage: Stage, log_dir: Path, extra: Sequence[str] = ()) -> dict[str, Any]:
+def run_stage(stage: Stage, log_dir: Path, extra: Sequence[str] = (),
+              here: str | None = None) -> dict[str, Any]:
     """Run one stage's command, with ``extra`` flags (its output to ``log_dir/<name>.log``);
-    returns its minutes and its process's peak resident memory."""
+    returns its minutes and its process's peak resident memory, and for a training stage its
+    parameters' digest and ``here``, the arithmetic it ran under (None: not recorded)."""
     log_dir.mkdir(parents=True, exist_ok=True)
     cmd = [sys.executable, "-m", "gagpo.cli", *stage.command[1:], *extra]
     print(f"== {stage.name}: {shlex.join([*stage.command, *extra])}", flush=True)
@@ -420,6 +425,8 @@ def run_stage(stage: Stage, log_dir: Path, extra: Sequence[str] = ()) -> dict[st
         folder = Path(stage.command[stage.command.index("--out-dir") + 1])
         if (digest := trained_digest(folder)) is not None:
             cost["parameters_sha256"] = digest
+        if here is not None:
+            cost["arithmetic"] = here
     if stage.metrics is not None and stage.metrics.exists():
         rows = [json.loads(line) for line in stage.metrics.read_text().splitlines() if line]
         cost["iteration_minutes"] = round(sum(r["time/iteration"] for r in rows) / 60, 2)
@@ -449,18 +456,30 @@ def trained_digest(folder: Path) -> str | None:
     return json.loads(path.read_text())[0] if path.exists() else None
 
 
-def warm_start_clash(stage: Stage, work: Path, recorded: dict[str, Any]) -> str | None:
+def warm_start_clash(stage: Stage, work: Path, recorded: dict[str, Any],
+                     here: str | None = None) -> str | None:
     """Why ``stage`` must not add to the runs recorded in ``--out``, or None: its warm start
     (the stage itself, once run, or the one it starts from) has other parameters than the warm
     start those runs started from. The weights stay on the machine that trained them, so a
     later piece on another machine trains the warm start again; only the same parameters, bit
     for bit, keep the estimators' rows comparable. A recorded digest may be a prefix (a run
-    that noted only its first hex digits)."""
+    that noted only its first hex digits).
+
+    ``here`` is this machine's arithmetic (:func:`gagpo.common.cpu.arithmetic`): where
+    ``--work`` holds no warm start yet and the recorded one ran under another arithmetic
+    (its record's ``arithmetic``), training it here could not give the same parameters, so the
+    stage is refused before it runs rather than after."""
     for name in (f"{r.prefix}warm_start" for r in (WEBSHOP, ALFWORLD)):
         if stage.name != name and str(work / name / "final") not in stage.command:
             continue
         want = recorded.get(name, {}).get("parameters_sha256")
         have = trained_digest(work / name)
+        then = recorded.get(name, {}).get("arithmetic")
+        if have is None and here is not None and then is not None and then != here:
+            return (f"the recorded runs' warm start ({name}) was trained under {then}, and "
+                    f"this machine's CPU runs {here}: a warm start trained here would have "
+                    "other parameters; run these stages on a machine of that arithmetic, or "
+                    "give them another --out")
         if want is not None and have is not None and not have.startswith(want):
             return (f"{work / name} holds other parameters (sha256 {have[:16]}...) than the "
                     f"warm start the recorded runs started from ({want[:16]}...): runs from it "
@@ -827,13 +846,14 @@ def main(argv: list[str] | None = None) -> int:
     recorded = {}
     if args.out and (args.out / "stages.json").exists():
         recorded = json.loads((args.out / "stages.json").read_text())
+    here = None if args.gpu else arithmetic()
     began = time.perf_counter()
     if not args.report_only:
         for st in todo:
             if st.done_file.exists():
                 print(f"== {st.name}: done ({st.done_file})", flush=True)
                 continue
-            if (clash := warm_start_clash(st, args.work, recorded)) is not None:
+            if (clash := warm_start_clash(st, args.work, recorded, here)) is not None:
                 raise SystemExit(f"== {st.name}: not started: {clash}")
             extra: list[str] = []
             if args.max_minutes is not None:
@@ -847,7 +867,7 @@ def main(argv: list[str] | None = None) -> int:
                     extra = ["--max-minutes", f"{left:.2f}"]
             if args.roomy and st.command[1] == "train" and not st.name.startswith("memory_"):
                 extra += ROOMY
-            costs[st.name] = over_invocations(run_stage(st, args.work / "logs", extra),
+            costs[st.name] = over_invocations(run_stage(st, args.work / "logs", extra, here),
                                               recorded.get(st.name))
             if (clash := warm_start_clash(st, args.work, recorded)) is not None:
                 raise SystemExit(f"== {st.name}: not recorded: {clash}")

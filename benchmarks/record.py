@@ -24,11 +24,15 @@ import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
+from gagpo.common.cpu import arithmetic
+
 RESULTS = Path(__file__).resolve().parent / "results"
 
 
 def machine() -> str:
-    """CPU model, logical CPUs, memory, OS and Python: what a reader needs to weigh a timing."""
+    """CPU model and the arithmetic it gives a 50M+ parameter model (bf16 autocast or float32:
+    :func:`gagpo.common.cpu.arithmetic`), logical CPUs, memory, OS and Python: what a reader
+    needs to weigh a timing, and to know whether a run here repeats one recorded elsewhere."""
     cpu = platform.processor() or platform.machine()
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
@@ -43,7 +47,7 @@ def machine() -> str:
         memory = f", {psutil.virtual_memory().total / 2**30:.0f} GiB RAM"
     except ImportError:
         memory = ""
-    return (f"{cpu}, {os.cpu_count()} logical CPUs{memory}, {platform.system()} "
+    return (f"{cpu} ({arithmetic()}), {os.cpu_count()} logical CPUs{memory}, {platform.system()} "
             f"{platform.release()}, Python {platform.python_version()}")
 
 

@@ -21,6 +21,7 @@ def test_recorded_writes_the_command_machine_and_output(tmp_path, capsys):
     lines = (tmp_path / "bench" / "report.txt").read_text().splitlines()
     assert lines[0].startswith("$ ") and lines[0].endswith("python -m benchmarks.x --flag 1")
     assert lines[1] == f"# machine: {machine()}" and lines[2].startswith("# date: ")
+    assert "(float32)" in lines[1] or "(bf16 autocast)" in lines[1]  # which arithmetic ran
     assert lines[3:] == ["figure 42"]
 
 

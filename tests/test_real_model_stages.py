@@ -236,6 +236,53 @@ def test_runs_recorded_from_one_warm_start_take_no_rows_from_another(tmp_path):
     assert warm_start_clash(by_name["gigpo"], work, {}) is None
 
 
+def test_a_warm_start_recorded_under_another_arithmetic_is_refused_before_it_trains(tmp_path):
+    """bf16 autocast (a CPU with native bf16 products) and float32 (one without) give other
+    parameters from the same command: where --work holds no warm start and the recorded one
+    ran under the other arithmetic, the stage is refused at once, not after training it."""
+    from benchmarks.real_model import Stage, main, run_stage, warm_start_clash
+    from gagpo.common.cpu import arithmetic
+
+    here = arithmetic()
+    other = "float32" if here == "bf16 autocast" else "bf16 autocast"
+    work, out = tmp_path / "work", tmp_path / "out"
+    out.mkdir()
+    recorded = {"warm_start": {"parameters_sha256": "a" * 64, "arithmetic": other}}
+    (out / "stages.json").write_text(json.dumps(recorded))
+    by_name = {st.name: st for st in stages(work, Settings())}
+    for name in ("warm_start", "gigpo", "seeds_gagpo_s1", "two_thirds_lora_gagpo_s1"):
+        clash = warm_start_clash(by_name[name], work, recorded, here)
+        assert f"trained under {other}" in clash and f"runs {here}" in clash, name
+        assert warm_start_clash(by_name[name], work, recorded, other) is None, name
+        assert warm_start_clash(by_name[name], work, recorded) is None, name  # not known here
+    assert warm_start_clash(by_name["rule"], work, recorded, here) is None
+    no_field = {"warm_start": {"parameters_sha256": "a" * 64}}
+    assert warm_start_clash(by_name["warm_start"], work, no_field, here) is None
+    with pytest.raises(SystemExit, match=f"warm_start: not started: .*trained under {other}"):
+        main(["--work", str(work), "--out", str(out), "--stages", "warm_start,gigpo"])
+    assert not (work / "logs").exists()  # nothing ran
+    # A warm start already here: its digest decides, whatever the arithmetic.
+    (work / "warm_start").mkdir(parents=True)
+    (work / "warm_start" / "parameter_digests.json").write_text(json.dumps(["a" * 64]))
+    assert warm_start_clash(by_name["gigpo"], work, recorded, here) is None
+    # A training stage's record names the arithmetic it ran under.
+    folder = tmp_path / "run"
+    quick = Stage("quick", ["gagpo", "train", "--help", "--out-dir", str(folder)], folder)
+    assert run_stage(quick, tmp_path / "logs", here=here)["arithmetic"] == here
+    assert "arithmetic" not in run_stage(quick, tmp_path / "logs")
+
+
+def test_the_cpu_flags_decide_the_arithmetic(tmp_path):
+    from gagpo.common.cpu import arithmetic, native_bf16
+
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text("processor : 0\nflags : fpu sse2 avx2 avx512f avx512_bf16 fma\n")
+    assert native_bf16(cpuinfo) and arithmetic(cpuinfo) == "bf16 autocast"
+    cpuinfo.write_text("processor : 0\nflags : fpu sse2 avx2 avx512f fma\n")
+    assert not native_bf16(cpuinfo) and arithmetic(cpuinfo) == "float32"
+    assert arithmetic(tmp_path / "missing") == "float32"
+
+
 def test_the_fair_comparison_differs_in_estimator_and_seed_only(tmp_path):
     from benchmarks.real_model import CHEAP, FAIR, seed_stages
 
