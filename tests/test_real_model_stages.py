@@ -224,7 +224,7 @@ def test_runs_recorded_from_one_warm_start_take_no_rows_from_another(tmp_path):
     for name in ("rule", "gigpo_eval", "untrained", "alfworld_warm_eval"):
         assert warm_start_clash(by_name[name], work, recorded) is None, name
     with pytest.raises(SystemExit, match="gigpo: not started: .* holds other parameters"):
-        main(["--work", str(work), "--out", str(out), "--stages", "gigpo"])
+        main(["--work", str(work), "--out", str(out), "--stages", "gigpo", "--max-minutes", "0"])
     assert json.loads((out / "stages.json").read_text()) == recorded  # nothing written
     (work / "warm_start" / "parameter_digests.json").write_text(json.dumps(["a" * 64]))
     assert all(warm_start_clash(st, work, recorded) is None for st in by_name.values())
@@ -259,7 +259,9 @@ def test_a_warm_start_recorded_under_another_arithmetic_is_refused_before_it_tra
     no_field = {"warm_start": {"parameters_sha256": "a" * 64}}
     assert warm_start_clash(by_name["warm_start"], work, no_field, here) is None
     with pytest.raises(SystemExit, match=f"warm_start: not started: .*trained under {other}"):
-        main(["--work", str(work), "--out", str(out), "--stages", "warm_start,gigpo"])
+        # No budget: were the refusal gone, the driver would stop at once, not train.
+        main(["--work", str(work), "--out", str(out), "--stages", "warm_start,gigpo",
+              "--max-minutes", "0"])
     assert not (work / "logs").exists()  # nothing ran
     # A warm start already here: its digest decides, whatever the arithmetic.
     (work / "warm_start").mkdir(parents=True)
