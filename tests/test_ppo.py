@@ -14,6 +14,7 @@ import torch
 from two_ranks import TWO_RANKS, run_two_ranks
 
 from gagpo.agents.models import load_model
+from gagpo.common.cpu import native_bf16
 from gagpo.critic import Critic, CriticStats, ValueModel, value_loss
 from gagpo.distributed import fsdp_units
 from gagpo.train_config import TrainConfig
@@ -247,8 +248,13 @@ def test_values_are_each_rows_own_in_the_callers_order(pack, budget, amp):
     with torch.no_grad():
         alone = [float(critic.model([p], pad_id=tok.pad_token_id, amp=amp)[0]) if p else 0.0
                  for p in prompts]
-    np.testing.assert_allclose(got, alone, atol=1e-4)  # rounding: see the test above
-    assert got[0] == got[4] == 0.0 and got[1] == pytest.approx(got[8], abs=1e-4)
+    # Rounding: see the test above. Emulated bf16 (no AVX512-BF16 or AMX) rounds a product by
+    # the shape of its pass: a row batched and alone differ by up to about two bf16 steps
+    # (0.028 at 2.8 seen), far below the rows' own differences (0.6 or more), so each row's
+    # place is still pinned there, its precision only where bf16 is native.
+    rtol, atol = (2e-2, 1e-2) if amp is not None and not native_bf16() else (0.0, 1e-4)
+    np.testing.assert_allclose(got, alone, rtol=rtol, atol=atol)
+    assert got[0] == got[4] == 0.0 and got[1] == pytest.approx(got[8], rel=rtol, abs=atol)
     assert len({round(v, 5) for v in got[1:4]}) == 3  # the rows differ: their order shows
 
 
