@@ -41,9 +41,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shlex
-import subprocess
 import sys
 import time
 from collections.abc import Sequence
@@ -59,7 +57,7 @@ from benchmarks.real_model import (
     Settings,
     train_command,
 )
-from benchmarks.record import command_line, recorded
+from benchmarks.record import command_line, recorded, run_child
 
 RECIPES: dict[str, list[str]] = {
     "today": [],
@@ -99,10 +97,8 @@ def run_recipe(name: str, flags: list[str], model: str, work: Path, iterations: 
     print(f"== {name}: {shlex.join(cmd)}", flush=True)
     work.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
-    with open(work / f"{name}.log", "w") as log:
-        proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT)
-        _, status, usage = os.wait4(proc.pid, 0)
-    if os.waitstatus_to_exitcode(status) != 0:
+    returncode, usage = run_child(argv, work / f"{name}.log", append=False)
+    if returncode != 0:
         raise SystemExit(f"recipe {name} failed: see {work / (name + '.log')}")
     rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()
             if line.strip()]

@@ -53,9 +53,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 import shlex
-import subprocess
 import sys
 import time
 from collections.abc import Sequence
@@ -63,7 +61,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from benchmarks.record import machine
+from benchmarks.record import machine, run_child
 from gagpo.common.cpu import arithmetic
 from gagpo.evaluate import EPISODES_FILE
 
@@ -408,13 +406,10 @@ def run_stage(stage: Stage, log_dir: Path, extra: Sequence[str] = (),
     cmd = [sys.executable, "-m", "gagpo.cli", *stage.command[1:], *extra]
     print(f"== {stage.name}: {shlex.join([*stage.command, *extra])}", flush=True)
     started = time.perf_counter()
-    with open(log_dir / f"{stage.name}.log", "a") as log:
-        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
-        _, status, usage = os.wait4(proc.pid, 0)  # this child's own rusage
-        proc.returncode = os.waitstatus_to_exitcode(status)
+    returncode, usage = run_child(cmd, log_dir / f"{stage.name}.log")
     minutes = (time.perf_counter() - started) / 60
-    if proc.returncode != 0:
-        raise SystemExit(f"stage {stage.name} failed (exit {proc.returncode}): see "
+    if returncode != 0:
+        raise SystemExit(f"stage {stage.name} failed (exit {returncode}): see "
                          f"{log_dir / (stage.name + '.log')}")
     peak = usage.ru_maxrss / 2**20  # KiB on Linux
     print(f"   done in {minutes:.1f} min, peak RSS {peak:.2f} GB", flush=True)

@@ -18,6 +18,7 @@ import datetime
 import io
 import os
 import platform
+import resource
 import shlex
 import subprocess
 import sys
@@ -111,6 +112,30 @@ def run_recorded(out: Path, command: Sequence[str]) -> int:
         out.mkdir(parents=True, exist_ok=True)
         (out / "report.txt").write_text(started + "".join(lines))
     return proc.returncode
+
+
+def run_child(argv: Sequence[str], log: Path, *, append: bool = True
+              ) -> tuple[int, resource.struct_rusage]:
+    """Run ``argv`` with its standard output and error to the file ``log``, and return its
+    exit status and its own resource usage (peak memory, CPU time: ``os.wait4``'s, this
+    child's alone).
+
+    Should this process stop waiting (a signal, Ctrl-C in another terminal, a test's
+    timeout), the child is ended before the exception goes on: a training run left to itself
+    would hold the CPU and the work folder for an hour with no one to record it."""
+    with open(log, "a" if append else "w") as out:
+        proc = subprocess.Popen(list(argv), stdout=out, stderr=subprocess.STDOUT)
+        try:
+            _, status, usage = os.wait4(proc.pid, 0)
+        except BaseException:
+            proc.terminate()
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+            raise
+    return os.waitstatus_to_exitcode(status), usage
 
 
 def main(argv: Sequence[str] | None = None) -> int:

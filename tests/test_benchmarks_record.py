@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
 import re
 import sys
 from pathlib import Path
@@ -109,3 +111,39 @@ def test_make_bench_reports_a_failed_benchmark_and_runs_the_rest(capsys):
     assert calls == [["--flag"]] * 4
     out = capsys.readouterr()
     assert "=== boom FAILED" in out.out and "ValueError: broken" in out.err
+
+
+def test_a_child_ends_when_its_driver_stops_waiting(tmp_path):
+    """The real-model driver and the iteration benchmark wait on hour-long training processes:
+    if the wait is interrupted (a signal, a test's timeout), the child must not train on alone."""
+    import signal
+
+    from benchmarks.record import run_child
+
+    class Interrupted(Exception):
+        pass
+
+    def interrupt(signum, frame):
+        raise Interrupted
+
+    log = tmp_path / "child.log"
+    sleeper = [sys.executable, "-c",
+               "import os, time; print(os.getpid(), flush=True); time.sleep(120)"]
+    previous = signal.signal(signal.SIGALRM, interrupt)
+    signal.setitimer(signal.ITIMER_REAL, 3.0)
+    pid = None
+    try:
+        with pytest.raises(Interrupted):
+            run_child(sleeper, log)
+        pid = int(log.read_text().split()[0])
+        with pytest.raises(ProcessLookupError):  # ended and reaped
+            os.kill(pid, 0)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+        if pid is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+    # Run to the end, it reports its exit status and its own usage.
+    status, usage = run_child([sys.executable, "-c", "raise SystemExit(3)"], log, append=False)
+    assert status == 3 and usage.ru_maxrss > 0 and log.read_text() == ""
