@@ -543,13 +543,14 @@ def table(work: Path, run: EnvRun = WEBSHOP, records: Path | None = None) -> str
 
 
 def tables(work: Path, records: Path | None = None, s: Settings | None = None) -> str:
-    """Both environments' tables, WebShop's first, then the fair comparison's and ALFWorld's
-    second run's (once they have a finished stage)."""
+    """Both environments' tables, WebShop's first, then the fair comparison's, ALFWorld's
+    second run's and LoRA on fewer layers' (once they have a finished stage)."""
     s = s or Settings()
     text = (f"WebShop-v0, {WEBSHOP.eval_split} goals, at most {WEBSHOP.max_steps} steps:\n\n"
             f"{table(work, WEBSHOP, records)}\n\nALFWorld-v0, {ALFWORLD.eval_split} games, at "
             f"most {ALFWORLD.max_steps} steps:\n\n{table(work, ALFWORLD, records)}")
-    more = [seeds_table(work, s, records), wins_table(work, s, records)]
+    more = [seeds_table(work, s, records), wins_table(work, s, records),
+            fewer_layers_table(work, s, records)]
     return "\n\n".join([text, *(t for t in more if t)])
 
 
@@ -584,12 +585,15 @@ def wins_table(work: Path, s: Settings, records: Path | None = None) -> str:
 
 
 def _evaluation(work: Path, folder: str, label: str, records: Path | None):
-    """An evaluation's episodes (:func:`gagpo.compare.load_evaluation`) from its folder in
-    ``work``, else from the copy kept in ``records``; None when neither has them."""
+    """An evaluation's episodes (:func:`gagpo.compare.load_evaluation`) from its ``folder``
+    in ``work``, else from the copy kept in ``records`` (``evals/<folder>``, or where a
+    report kept it before records were named by their path, ``evals/<folder's name>``); None
+    when none has them."""
     from gagpo.compare import load_evaluation
 
-    name = Path(folder).name
-    for path in (work / folder, *(() if records is None else (records / "evals" / name,))):
+    kept = () if records is None else (records / "evals" / folder,
+                                       records / "evals" / Path(folder).name)
+    for path in (work / folder, *kept):
         if (path / EPISODES_FILE).exists():
             return load_evaluation(path, label)
     return None
@@ -639,6 +643,44 @@ def seeds_table(work: Path, s: Settings, records: Path | None = None) -> str:
                       seed_by_seed({k: compare(evs[k], done[first][k]) for k in common},
                                    ESTIMATOR_NAMES[algo], ESTIMATOR_NAMES[first])]
     return "\n".join(lines)
+
+
+def fewer_layers_table(work: Path, s: Settings, records: Path | None = None) -> str:
+    """Each recipe of :data:`FEWER_LAYERS` against LoRA on every layer (the fair comparison's
+    GAGPO) on the seeds both finished: each run's success, score and admissible-action share,
+    then the recipe - every layer pooled over those seeds and seed by seed, paired on the
+    goals (gagpo compare). Empty before any seed of a recipe has a partner."""
+    from gagpo.compare import compare, format_markdown, pooled
+
+    every = {k: ev for k in range(s.seeds) if (ev := _evaluation(
+        work, f"seeds/eval_gagpo_s{k}", f"every layer, seed {k}", records)) is not None}
+    lines: list[str] = []
+    for folder, flags in FEWER_LAYERS.items():
+        name = f"LoRA on the upper {flags[flags.index('--lora-layers') + 1]} layers"
+        mine = {k: ev for k in every if (ev := _evaluation(
+            work, f"{folder}/eval_gagpo_s{k}", f"{name}, seed {k}", records)) is not None}
+        if not mine:
+            continue
+        lines += [f"{name} (`{folder}`, `{shlex.join(flags)}`) against LoRA on every layer, "
+                  f"the default GAGPO from the same warm start, same seeds, on the same "
+                  f"{s.goals} goals:", "",
+                  "| recipe | seed | success % | score x100 | admissible % |",
+                  "|---|---|---|---|---|"]
+        for k in sorted(mine):
+            for label, ev in (("every layer", every[k]), (name, mine[k])):
+                eps = ev.episodes
+                steps = sum(e.steps for e in eps)
+                admissible = f"{100 * sum(e.admissible for e in eps) / steps:.1f}" if steps \
+                    else "n/a"
+                lines.append(f"| {label} | {k} | {100 * sum(e.won for e in eps) / len(eps):.1f} "
+                             f"| {100 * sum(e.score for e in eps) / len(eps):.1f} | {admissible} |")
+        both = sorted(mine)
+        lines += ["", format_markdown(compare(
+            pooled(f"every layer ({_seeds(len(both))})", [every[k] for k in both]),
+            pooled(f"{name} ({_seeds(len(both))})", [mine[k] for k in both]))), "",
+            seed_by_seed({k: compare(every[k], mine[k]) for k in both}, "every layer", name),
+            ""]
+    return "\n".join(lines).rstrip()
 
 
 def _seeds(n: int) -> str:
@@ -698,8 +740,8 @@ def logged_iterations(folder: Path) -> list[dict[str, Any]]:
 
 def run_metrics(folder: Path, records: Path | None = None) -> list[dict[str, Any]]:
     """A training run's logged iterations (:func:`logged_iterations`) from its folder, else
-    from the copy a report kept in ``records`` (``metrics/<folder name>.jsonl``); [] if
-    neither exists."""
+    from the copy a report kept in ``records`` (``metrics/<folder name>.jsonl``: the runs read
+    here sit at the top of work); [] if neither exists."""
     if (folder / "metrics.jsonl").exists():
         return logged_iterations(folder)
     kept = None if records is None else records / "metrics" / f"{folder.name}.jsonl"
@@ -744,23 +786,28 @@ def curves(work: Path, png: Path, run: EnvRun = WEBSHOP, records: Path | None = 
 def keep_records(work: Path, out: Path, s: Settings) -> None:
     """Copy every finished evaluation's summary (``out/evals/<folder>.json``) and episodes
     (``out/evals/<folder>/episodes.jsonl``, for ``gagpo compare``), and every
-    training stage's metrics (``out/metrics/<stage>.jsonl``, with the format rate from its
-    step tables: :func:`logged_iterations`) into ``out``, so that the table and the curves
+    training stage's metrics (``out/metrics/<folder>.jsonl``, with the format rate from its
+    step tables: :func:`logged_iterations`) into ``out``, each named by its folder's path in
+    ``work`` (``seeds/eval_gagpo_s0``), so that the table and the curves
     can be drawn again once ``work`` (weights and all) is gone, and a later report from
     another ``work`` keeps the rows it did not rerun."""
     for st in stages(work, s):
         if st.command[1] == "eval" and st.done_file.exists():
-            target = out / "evals" / f"{st.done_file.parent.name}.json"
+            # Named by the folder's path in work: seeds/eval_gagpo_s0 and
+            # two_thirds_lora/eval_gagpo_s0 are two evaluations.
+            folder = st.done_file.parent.relative_to(work).as_posix()
+            target = out / "evals" / f"{folder}.json"
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_bytes(st.done_file.read_bytes())
             # Its episodes, one line each: what gagpo compare pairs, goal by goal.
             episodes = st.done_file.parent / EPISODES_FILE
             if episodes.exists():
-                kept = out / "evals" / st.done_file.parent.name / EPISODES_FILE
+                kept = out / "evals" / folder / EPISODES_FILE
                 kept.parent.mkdir(parents=True, exist_ok=True)
                 kept.write_bytes(episodes.read_bytes())
         elif st.metrics is not None and st.metrics.exists():
-            target = out / "metrics" / f"{st.metrics.parent.name}.jsonl"
+            folder = st.metrics.parent.relative_to(work).as_posix()
+            target = out / "metrics" / f"{folder}.jsonl"
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_text("".join(json.dumps(line) + "\n"
                                       for line in logged_iterations(st.metrics.parent)))

@@ -373,6 +373,62 @@ def test_the_fair_comparisons_table_pairs_the_seeds_on_the_goals(tmp_path):
             "p = 1.000 |") in text
 
 
+def test_lora_on_fewer_layers_keeps_its_own_records_beside_every_layers_and_pairs_them(
+        tmp_path, monkeypatch):
+    """seeds/eval_gagpo_s0 and two_thirds_lora/eval_gagpo_s0 share a folder name: one --out
+    holding both recipes (a study run whole on one machine) must keep both evaluations and
+    both runs' metrics, and its table must pair each seed with its partner on the goals."""
+    from benchmarks.real_model import fewer_layers_table, seeds_table
+
+    def write(folder: Path, wins: list[bool], invalid: int) -> None:
+        folder.mkdir(parents=True)
+        (folder / "summary.json").write_text(json.dumps({"by_type": {}, "seconds": 1}))
+        (folder / "episodes.jsonl").write_text("".join(
+            json.dumps({"task_id": f"webshop:{i}", "task_type": "t", "won": w,
+                        "score": 1.0 if w else 0.5, "length": 4, "malformed_replies": 0,
+                        "invalid_actions": invalid}) + "\n" for i, w in enumerate(wins)))
+
+    def metrics(folder: Path, score: float) -> None:
+        folder.mkdir(parents=True)
+        (folder / "metrics.jsonl").write_text(json.dumps({"iteration": 1, "train/score": score})
+                                              + "\n")
+
+    work, out, s = tmp_path / "work", tmp_path / "out", Settings(goals=4)
+    assert fewer_layers_table(work, s) == ""
+    write(work / "seeds" / "eval_gagpo_s0", [True, True, False, False], invalid=1)
+    write(work / "two_thirds_lora" / "eval_gagpo_s0", [True, False, False, False], invalid=2)
+    metrics(work / "seeds" / "gagpo_s0", 0.4)
+    metrics(work / "two_thirds_lora" / "gagpo_s0", 0.3)
+    monkeypatch.setattr(sys, "argv", ["real_model"])
+    first = report(work, out, s, {})
+    for folder in ("seeds/eval_gagpo_s0", "two_thirds_lora/eval_gagpo_s0"):
+        assert ((out / "evals" / folder / "episodes.jsonl").read_bytes()
+                == (work / folder / "episodes.jsonl").read_bytes()), folder
+        assert (out / "evals" / f"{folder}.json").exists()
+    assert json.loads((out / "metrics" / "seeds" / "gagpo_s0.jsonl").read_text())[
+        "train/score"] == 0.4
+    assert json.loads((out / "metrics" / "two_thirds_lora" / "gagpo_s0.jsonl").read_text())[
+        "train/score"] == 0.3
+    # Each run's own figures (admissible: 3 of 4 steps, then 2 of 4), then the pairing:
+    # goal 1 won by every layer only, so -25 points of success, -12.5 of score.
+    table = fewer_layers_table(work, s)
+    assert "LoRA on the upper 20 layers (`two_thirds_lora`, `--lora-layers 20`)" in table
+    assert "| every layer | 0 | 50.0 | 75.0 | 75.0 |" in table
+    assert "| LoRA on the upper 20 layers | 0 | 25.0 | 62.5 | 50.0 |" in table
+    assert ("A = every layer (1 seed), B = LoRA on the upper 20 layers (1 seed)" in table
+            and "| success % | 50.0 | 25.0 | -25.0 [" in table)
+    assert "| across 1 seed | -25.0 [n/a] | -12.5 [n/a] |" in table
+    assert "upper 15" not in table  # half_lora has no seed here
+    assert table in first
+    # Once the runs are gone, the kept records draw the same report.
+    assert report(tmp_path / "elsewhere", out, s, {}) == first
+    # Records a report kept under the folder's name alone (before they were named by their
+    # path) are still read, where there is no other.
+    legacy = tmp_path / "legacy"
+    write(legacy / "evals" / "eval_gagpo_s0", [True, False, False, False], invalid=0)
+    assert "| GAGPO | 0 | 25.0 | 62.5 |" in seeds_table(tmp_path / "none", s, legacy)
+
+
 def test_alfworlds_second_run_teaches_longer_and_counts_wins_where_rl_will_see_them(tmp_path):
     """The second ALFWorld run: the warm start makes more passes over the same expert
     episodes; its wins are counted on the training games at the rollouts' temperature and on
