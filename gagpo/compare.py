@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -396,8 +397,20 @@ def pooled(label: str, evaluations: Sequence[Evaluation]) -> Evaluation:
     (one per evaluation) before it pairs the goals."""
     if not evaluations:
         raise ValueError("no evaluations to pool")
+    where = {(ev.meta.get("env"), ev.meta.get("split")) for ev in evaluations if ev.meta}
+    if len(where) > 1:
+        raise ValueError("cannot pool evaluations of different environments or splits "
+                         f"({', '.join(sorted(f'{env} {split}' for env, split in where))}): a "
+                         "side's evaluations must play the same goals")
     episodes = tuple(e for ev in evaluations for e in ev.episodes)
-    return Evaluation(label, evaluations[0].source.parent, episodes, evaluations[0].meta)
+    # Where they all lie (their common folder; absolute if some were given so), and the
+    # first's env and split.
+    try:
+        source = Path(os.path.commonpath([ev.source for ev in evaluations]))
+    except ValueError:  # relative and absolute paths mixed
+        source = Path(os.path.commonpath([ev.source.resolve() for ev in evaluations]))
+    return Evaluation(label, source, episodes, next((ev.meta for ev in evaluations
+                                                     if ev.meta), {}))
 
 
 def load_side(paths: str | Path, label: str | None = None) -> Evaluation:

@@ -31,6 +31,7 @@ import pytest
 from gagpo.compare import (
     Episode,
     Evaluation,
+    PairedT,
     compare,
     episode_ratio_interval,
     load_evaluation,
@@ -95,6 +96,21 @@ def test_paired_difference_and_t_interval_by_hand():
     t = paired_t(d)
     assert (t.lo, t.hi) == pytest.approx((statistics.mean(d) - half, statistics.mean(d) + half),
                                          abs=1e-4)
+
+
+def test_paired_t_of_one_two_or_no_differences():
+    """One seed or one goal has a mean and no interval; two have the widest t interval
+    (t(0.975, 1) = 12.7062); none is an error, not a nan."""
+    with pytest.raises(ValueError, match="paired_t needs at least one difference"):
+        paired_t([])
+    assert paired_t([0.3]) == PairedT(0.3, None, None, None)
+    # d = .1, .3: mean .2, sd = sqrt(.02) = .141421, se = .1; t = 2 on 1 degree of freedom,
+    # two-sided p = 1 - 2 atan(2) / pi = .295167.
+    t = paired_t([0.1, 0.3])
+    assert t.mean == pytest.approx(0.2)
+    assert (t.lo, t.hi) == pytest.approx((0.2 - T_TABLE[1] * 0.1, 0.2 + T_TABLE[1] * 0.1),
+                                         abs=1e-4)
+    assert t.p == pytest.approx(1 - 2 * math.atan(2) / math.pi)
 
 
 def test_sign_test_is_the_exact_binomial_tail():
@@ -162,6 +178,11 @@ def test_rate_difference_is_paired_over_goals():
     assert r["diff"] == pytest.approx(40 / steps)
     lo, hi = r["bootstrap_ci95"]
     assert 0 < lo < r["diff"] < hi
+    # One seed, one interval: the comparison's seed decides every bootstrap.
+    for seed, same in ((0, True), (1, False)):
+        again = compare(side("A", a), side("B", b), n_boot=2000, seed=seed)["well_formed"]
+        assert (again["bootstrap_ci95"] == r["bootstrap_ci95"]) == same
+        assert (again["a"]["ci95"] == r["a"]["ci95"]) == same
 
 
 def test_goals_in_one_side_only_are_left_out_and_repeats_averaged():
@@ -289,6 +310,32 @@ def test_a_side_pools_several_evaluations_of_the_same_goals(evals, tmp_path, cap
     comma = tmp_path / "rule,copy"
     shutil.copytree(evals["rule"], comma)
     assert run(str(evals["random"]), str(comma))["score"] == alone["score"]
+
+
+def test_a_pooled_side_lies_where_its_evaluations_lie_and_plays_one_split():
+    from gagpo.compare import pooled
+
+    test = {"env": "WebShop-v0", "split": "test", "policy": {"name": "s0"}}
+    s0 = Evaluation("s0", Path("evals/seeds/eval_s0/episodes.jsonl"), (ep("g0", True),), test)
+    s1 = Evaluation("s1", Path("evals/seeds/eval_s1/episodes.jsonl"), (ep("g0"),),
+                    test | {"policy": {"name": "s1"}})
+    both = pooled("both", [s0, s1])
+    assert both.source == Path("evals/seeds") and both.meta == test and both.label == "both"
+    assert both.episodes == s0.episodes + s1.episodes
+    assert pooled("one", [s0]).source == s0.source
+    # A side without a summary (no meta) takes its partner's env and split.
+    bare = Evaluation("bare", Path("elsewhere/episodes.jsonl"), (ep("g0"),), {})
+    assert pooled("mixed", [bare, s1]).meta == s1.meta
+    absolute = Evaluation("abs", Path("evals/seeds/eval_s2/episodes.jsonl").resolve(),
+                          (ep("g0"),), test)
+    assert pooled("mixed", [s0, absolute]).source == Path("evals/seeds").resolve()
+    train = Evaluation("train", Path("evals/train/episodes.jsonl"), (ep("g0"),),
+                       test | {"split": "train"})
+    with pytest.raises(ValueError, match="cannot pool evaluations of different environments "
+                                         "or splits .WebShop-v0 test, WebShop-v0 train."):
+        pooled("two splits", [s0, train])
+    with pytest.raises(ValueError, match="no evaluations to pool"):
+        pooled("none", [])
 
 
 def test_cli_errors_exit_2_with_a_message(evals, tmp_path, capsys):
