@@ -341,9 +341,19 @@ def episodes_file(path: Path) -> Path:
 
 
 def _episode_records(source: Path) -> list[Episode]:
-    """The episodes of an ``episodes.jsonl`` (a torn last line skipped)."""
+    """The episodes of an ``episodes.jsonl``. A torn last line (an evaluation stopped while
+    writing it) is skipped; a bad line before it is an error, not an episode quietly lost.
+
+    Raises:
+        ValueError: a line other than the last is not an episode record.
+    """
+    lines = source.read_text(encoding="utf-8").splitlines()
+    while lines and not lines[-1].strip():
+        lines.pop()
     out = []
-    for line in source.read_text(encoding="utf-8").splitlines():
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
         try:
             e = json.loads(line)
             n = int(e["length"])
@@ -351,8 +361,11 @@ def _episode_records(source: Path) -> list[Episode]:
                                won=bool(e["won"]), score=float(e["score"]), steps=n,
                                well_formed=n - int(e["malformed_replies"]),
                                admissible=n - int(e["invalid_actions"])))
-        except (ValueError, KeyError, TypeError):
-            continue
+        except (ValueError, KeyError, TypeError) as err:
+            if number == len(lines):
+                break
+            raise ValueError(f"{source}, line {number}: not an episode record "
+                             f"({type(err).__name__}: {err})") from None
     return out
 
 

@@ -338,6 +338,76 @@ def test_a_pooled_side_lies_where_its_evaluations_lie_and_plays_one_split():
         pooled("none", [])
 
 
+def test_the_markdown_table_prints_each_figure_where_a_reader_looks_for_it():
+    """Every number of a comparison in its cell, signed where it is a difference, with its
+    interval; p-values to three places, below 0.001 as such, n/a where there is none."""
+    from gagpo.compare import format_markdown
+
+    def rate(a: float, b: float) -> dict:
+        return {"a": {"rate": a, "ci95": [a - 0.05, a + 0.05], "steps": 70},
+                "b": {"rate": b, "ci95": [b - 0.04, b + 0.03], "steps": 81},
+                "diff": b - a, "bootstrap_ci95": [b - a - 0.1, b - a + 0.02]}
+
+    result = {
+        "labels": ["warm", "rl"], "goals": {"common": 7, "only_a": 2, "only_b": 0},
+        "episodes": [7, 9], "bootstrap": 500, "seed": 3,
+        "success": {"a": 0.125, "b": 0.25, "diff": 0.125, "t_ci95": [-0.0251, 0.2751],
+                    "bootstrap_ci95": [0.0, 0.25],
+                    "sign_test": {"p": 0.0004, "b_better": 9, "a_better": 0}},
+        "score": {"a": 0.5, "b": 0.4, "diff": -0.1, "t_ci95": [None, None],
+                  "bootstrap_ci95": [-0.2, -0.05], "t_p": None},
+        "well_formed": rate(0.9, 0.95), "admissible": rate(0.8, 0.7),
+    }
+    assert format_markdown(result).splitlines() == [
+        "A = warm, B = rl: 7 common goals (7 and 9 episodes; 2 goals only in A and 0 only in "
+        "B left out). B - A: mean of per-goal differences, 95% paired t interval, then paired "
+        "bootstrap over goals (500 resamples, seed 3); step rates' A and B intervals resample "
+        "whole episodes.",
+        "",
+        "| metric | A: warm | B: rl | B - A [95% CI] | p or note |",
+        "|---|---|---|---|---|",
+        "| success % | 12.5 | 25.0 | +12.5 [-2.5, +27.5], bootstrap [+0.0, +25.0] | p < 0.001 "
+        "(exact sign test: B better on 9 goals, A on 0) |",
+        "| score x100 | 50.0 | 40.0 | -10.0 [n/a, n/a], bootstrap [-20.0, -5.0] | p n/a "
+        "(paired t test) |",
+        "| well-formed replies % | 90.0 [85.0, 95.0] | 95.0 [91.0, 98.0] | +5.0 [-5.0, +7.0] | "
+        "bootstrap over goals; 70 and 81 steps |",
+        "| admissible actions % | 80.0 [75.0, 85.0] | 70.0 [66.0, 73.0] | -10.0 [-20.0, -8.0] | "
+        "bootstrap over goals; 70 and 81 steps |",
+    ]
+    result["goals"]["only_a"] = 0
+    result["success"]["sign_test"]["p"] = 0.001
+    text = format_markdown(result)
+    assert "(7 and 9 episodes). B - A" in text and "| p = 0.001 (exact sign test" in text
+
+
+def test_an_episodes_file_gives_each_episodes_counts_and_its_summary_the_sides_split(tmp_path):
+    folder = tmp_path / "eval_rl"
+    folder.mkdir()
+    records = [
+        {"task_id": "webshop:3", "task_type": "beauty", "won": True, "score": 1.0, "length": 5,
+         "malformed_replies": 1, "invalid_actions": 2},
+        {"task_id": "webshop:4", "won": False, "score": 0.25, "length": 10,
+         "malformed_replies": 0, "invalid_actions": 7},
+    ]
+    lines = [json.dumps(r) for r in records]
+    # A blank line, then a last line torn by a stop while it was written: skipped.
+    (folder / "episodes.jsonl").write_text(lines[0] + "\n\n" + lines[1] + "\n"
+                                           + '{"task_id": "webshop:5", "won"')
+    (folder / "summary.json").write_text(json.dumps(
+        {"env": "WebShop-v0", "split": "test", "policy": {"name": "runs/rl/final"}}))
+    ev = load_evaluation(folder)
+    assert ev.label == "eval_rl" and ev.source == folder / "episodes.jsonl"
+    assert ev.episodes == (
+        Episode("webshop:3", "beauty", True, 1.0, steps=5, well_formed=4, admissible=3),
+        Episode("webshop:4", "", False, 0.25, steps=10, well_formed=10, admissible=3))
+    assert ev.meta == {"env": "WebShop-v0", "split": "test", "policy": "runs/rl/final"}
+    # A bad line before the last loses an episode: an error that says where.
+    (folder / "episodes.jsonl").write_text(lines[0] + "\n{oops\n" + lines[1] + "\n")
+    with pytest.raises(ValueError, match=r"episodes.jsonl, line 2: not an episode record"):
+        load_evaluation(folder)
+
+
 def test_cli_errors_exit_2_with_a_message(evals, tmp_path, capsys):
     from gagpo.cli import main
 
@@ -347,15 +417,30 @@ def test_cli_errors_exit_2_with_a_message(evals, tmp_path, capsys):
     empty = tmp_path / "empty"
     empty.mkdir()
     (empty / "trajectories.jsonl").write_text("")
+    other = tmp_path / "other.json"
+    other.write_text(json.dumps({"rows": [1, 2]}))
+    nothing = tmp_path / "nothing"
+    nothing.mkdir()
+    trained = tmp_path / "trained"
+    trained.mkdir()
+    shutil.copy(ROOT / "benchmarks/results/demo/evals.json", trained / "evals.json")
     cases = [
         ((str(tmp_path / "nowhere"), str(evals["rule"])), "no such file or folder"),
         ((str(evals["rule"]), str(evals["rule_train"])), "share no goal"),
         # A committed evaluation: gagpo eval's summary, copied without its trajectories.
         ((str(REAL_EVALS / "eval_grpo.json"), str(evals["rule"])), "eval_grpo.json has no "
-                                                                    "per-episode records"),
+         "per-episode records (it is a gagpo eval summary: rates per task type only); gagpo "
+         "compare pairs episodes by goal and reads the trajectories.jsonl that gagpo eval "
+         "--out DIR writes beside its summary.json"),
         ((str(summary_only), str(evals["rule"])), "summary.json has no per-episode records"),
         ((str(ROOT / "benchmarks/results/demo/evals.json"), str(evals["rule"])),
-         "held-out summaries"),
+         "(it is a training run's held-out summaries; the trainer keeps no episodes of them: "
+         "evaluate its checkpoint with gagpo export, then gagpo eval --out)"),
+        ((str(other), str(evals["rule"])), "(it is not an evaluation gagpo writes)"),
+        ((str(nothing), str(evals["rule"])), "holds no evaluation: gagpo compare reads the "
+         "episodes.jsonl or trajectories.jsonl that gagpo eval --out DIR writes"),
+        ((str(trained), str(evals["rule"])), "evals.json has no per-episode records (it is a "
+         "training run's held-out summaries"),
         ((str(empty), str(evals["rule"])), "holds no episode records"),
         ((f"{evals['rule']},,{evals['random']}", str(evals["rule"])), "an empty path"),
         ((f"{evals['rule']},{tmp_path / 'nowhere'}", str(evals["rule"])),
