@@ -586,14 +586,11 @@ def wins_table(work: Path, s: Settings, records: Path | None = None) -> str:
 
 def _evaluation(work: Path, folder: str, label: str, records: Path | None):
     """An evaluation's episodes (:func:`gagpo.compare.load_evaluation`) from its ``folder``
-    in ``work``, else from the copy kept in ``records`` (``evals/<folder>``, or where a
-    report kept it before records were named by their path, ``evals/<folder's name>``); None
-    when none has them."""
+    in ``work``, else from the copy kept in ``records`` (``evals/<folder>``); None when
+    neither has them."""
     from gagpo.compare import load_evaluation
 
-    kept = () if records is None else (records / "evals" / folder,
-                                       records / "evals" / Path(folder).name)
-    for path in (work / folder, *kept):
+    for path in (work / folder, *(() if records is None else (records / "evals" / folder,))):
         if (path / EPISODES_FILE).exists():
             return load_evaluation(path, label)
     return None
