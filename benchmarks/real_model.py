@@ -847,7 +847,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=None,
                         help="folder for the table, curves, commands and stage times")
     parser.add_argument("--stages", default=None,
-                        help="comma-separated stage names (default: every stage, in order)")
+                        help="comma-separated stage names, run in the driver's order (a "
+                             "warm start before the runs from it) whatever order they are "
+                             "given in (default: every stage)")
     parser.add_argument("--goals", type=int, default=None, help="held-out goals (default 200)")
     parser.add_argument("--iterations", type=int, default=None,
                         help="RL iterations per estimator (default: 6; 4 with --gpu)")
