@@ -408,6 +408,24 @@ def test_an_episodes_file_gives_each_episodes_counts_and_its_summary_the_sides_s
         load_evaluation(folder)
 
 
+def test_trajectories_give_the_same_episodes_as_the_episodes_file(evals, tmp_path):
+    """An evaluation written before episodes.jsonl existed is read from its steps: the same
+    goals, task types and counts; steps without their flags are refused, not counted."""
+    steps = tmp_path / "steps_only"
+    steps.mkdir()
+    shutil.copy(evals["random"] / "trajectories.jsonl", steps / "trajectories.jsonl")
+    from_steps = load_evaluation(steps).episodes
+    assert from_steps == load_evaluation(evals["random"]).episodes
+    assert {e.task_type for e in from_steps} - {""}  # real task types, not blanks
+    rows = [json.loads(line) for line in (steps / "trajectories.jsonl").read_text().splitlines()]
+    for flag in ("action_valid", "well_formed"):
+        broken = [dict(r) for r in rows]
+        del broken[0][flag]
+        (steps / "trajectories.jsonl").write_text("".join(json.dumps(r) + "\n" for r in broken))
+        with pytest.raises(ValueError, match="lack the well_formed or action_valid flags"):
+            load_evaluation(steps)
+
+
 def test_cli_errors_exit_2_with_a_message(evals, tmp_path, capsys):
     from gagpo.cli import main
 
