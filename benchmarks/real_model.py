@@ -644,9 +644,10 @@ def seeds_table(work: Path, s: Settings, records: Path | None = None) -> str:
 
 def fewer_layers_table(work: Path, s: Settings, records: Path | None = None) -> str:
     """Each recipe of :data:`FEWER_LAYERS` against LoRA on every layer (the fair comparison's
-    GAGPO) on the seeds both finished: each run's success, score and admissible-action share,
-    then the recipe - every layer pooled over those seeds and seed by seed, paired on the
-    goals (gagpo compare). Empty before any seed of a recipe has a partner."""
+    GAGPO) on the seeds both finished: each run's success, score and admissible-action share
+    on the goals of its pair, then the recipe - every layer pooled over those seeds and seed by
+    seed, paired on the goals (gagpo compare; one comparison per seed serves both). Empty
+    before any seed of a recipe has a partner."""
     from gagpo.compare import compare, format_markdown, pooled
 
     every = {k: ev for k in range(s.seeds) if (ev := _evaluation(
@@ -663,20 +664,17 @@ def fewer_layers_table(work: Path, s: Settings, records: Path | None = None) -> 
                   f"{s.goals} goals:", "",
                   "| recipe | seed | success % | score x100 | admissible % |",
                   "|---|---|---|---|---|"]
-        for k in sorted(mine):
-            for label, ev in (("every layer", every[k]), (name, mine[k])):
-                eps = ev.episodes
-                steps = sum(e.steps for e in eps)
-                admissible = f"{100 * sum(e.admissible for e in eps) / steps:.1f}" if steps \
-                    else "n/a"
-                lines.append(f"| {label} | {k} | {100 * sum(e.won for e in eps) / len(eps):.1f} "
-                             f"| {100 * sum(e.score for e in eps) / len(eps):.1f} | {admissible} |")
-        both = sorted(mine)
+        pairs = {k: compare(every[k], mine[k]) for k in sorted(mine)}
+        for k, r in pairs.items():  # each side's figures on the goals of the pair
+            for label, side in (("every layer", "a"), (name, "b")):
+                lines.append(f"| {label} | {k} | {100 * r['success'][side]:.1f} | "
+                             f"{100 * r['score'][side]:.1f} | "
+                             f"{100 * r['admissible'][side]['rate']:.1f} |")
+        both = list(pairs)
         lines += ["", format_markdown(compare(
             pooled(f"every layer ({_seeds(len(both))})", [every[k] for k in both]),
             pooled(f"{name} ({_seeds(len(both))})", [mine[k] for k in both]))), "",
-            seed_by_seed({k: compare(every[k], mine[k]) for k in both}, "every layer", name),
-            ""]
+            seed_by_seed(pairs, "every layer", name), ""]
     return "\n".join(lines).rstrip()
 
 
