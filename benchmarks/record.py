@@ -30,10 +30,32 @@ from gagpo.common.cpu import arithmetic
 RESULTS = Path(__file__).resolve().parent / "results"
 
 
+def gpus() -> list[str]:
+    """Names of the NVIDIA GPUs this process may use, as ``nvidia-smi`` reports them, restricted
+    to ``CUDA_VISIBLE_DEVICES`` when that lists indices; empty without a driver (or when it does
+    not answer in 10 s). Asked of the driver, not torch: a report's header is written before the
+    benchmark, or its child process, imports torch."""
+    try:
+        listed = subprocess.run(["nvidia-smi", "--query-gpu=index,name", "--format=csv,noheader"],
+                                capture_output=True, text=True, timeout=10, check=True).stdout
+    except (OSError, subprocess.SubprocessError):
+        return []
+    names = {}
+    for line in listed.splitlines():
+        index, _, name = line.partition(",")
+        if name.strip():
+            names[index.strip()] = name.strip()
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is None or not all(v.strip().isdigit() for v in visible.split(",") if v.strip()):
+        return list(names.values())  # unset, or named by UUID: every GPU the driver lists
+    return [names[v.strip()] for v in visible.split(",") if v.strip() in names]
+
+
 def machine() -> str:
     """CPU model and the arithmetic it gives a 50M+ parameter model (bf16 autocast or float32:
-    :func:`gagpo.common.cpu.arithmetic`), logical CPUs, memory, OS and Python: what a reader
-    needs to weigh a timing, and to know whether a run here repeats one recorded elsewhere."""
+    :func:`gagpo.common.cpu.arithmetic`), logical CPUs, memory, the GPUs (:func:`gpus`), OS and
+    Python: what a reader needs to weigh a timing, and to know whether a run here repeats one
+    recorded elsewhere."""
     cpu = platform.processor() or platform.machine()
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
@@ -48,8 +70,11 @@ def machine() -> str:
         memory = f", {psutil.virtual_memory().total / 2**30:.0f} GiB RAM"
     except ImportError:
         memory = ""
-    return (f"{cpu} ({arithmetic()}), {os.cpu_count()} logical CPUs{memory}, {platform.system()} "
-            f"{platform.release()}, Python {platform.python_version()}")
+    devices = gpus()
+    gpu = ", GPU " + ", ".join(f"{devices.count(n)}x {n}" for n in dict.fromkeys(devices)) \
+        if devices else ""
+    return (f"{cpu} ({arithmetic()}), {os.cpu_count()} logical CPUs{memory}{gpu}, "
+            f"{platform.system()} {platform.release()}, Python {platform.python_version()}")
 
 
 def command_line(module: str, argv: Sequence[str] | None) -> str:

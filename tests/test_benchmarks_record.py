@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.record import machine, recorded, run_recorded
+from benchmarks.record import gpus, machine, recorded, run_recorded
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -25,6 +25,31 @@ def test_recorded_writes_the_command_machine_and_output(tmp_path, capsys):
     assert lines[1] == f"# machine: {machine()}" and lines[2].startswith("# date: ")
     assert "(float32)" in lines[1] or "(bf16 autocast)" in lines[1]  # which arithmetic ran
     assert lines[3:] == ["figure 42"]
+
+
+def test_the_machine_line_names_the_gpus_the_driver_lists(tmp_path, monkeypatch):
+    """A GPU run's report says which GPUs it had (this CPU machine has none: a stand-in
+    ``nvidia-smi`` answers as the driver does), only those ``CUDA_VISIBLE_DEVICES`` leaves it,
+    and nothing when there is no driver or it fails."""
+    smi = tmp_path / "nvidia-smi"
+    smi.write_text("#!/bin/sh\n[ -n \"$SMI_FAIL\" ] && exit 9\n"
+                   "printf '0, NVIDIA H200\\n1, NVIDIA H200\\n2, NVIDIA H100 80GB HBM3\\n'\n")
+    smi.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    assert gpus() == ["NVIDIA H200", "NVIDIA H200", "NVIDIA H100 80GB HBM3"]
+    assert ", GPU 2x NVIDIA H200, 1x NVIDIA H100 80GB HBM3, " in machine()
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2")
+    assert gpus() == ["NVIDIA H100 80GB HBM3"]
+    assert ", GPU 1x NVIDIA H100 80GB HBM3, " in machine()
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")  # CUDA's way of hiding every GPU
+    assert gpus() == [] and "GPU" not in machine()
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "GPU-6f1c")  # by UUID: the driver's whole list
+    assert len(gpus()) == 3
+    monkeypatch.setenv("SMI_FAIL", "1")
+    assert gpus() == [] and "GPU" not in machine()
+    monkeypatch.setenv("PATH", str(tmp_path / "none"))
+    assert gpus() == []
 
 
 def test_recorded_writes_nothing_for_a_failed_run_or_without_out(tmp_path, capsys):
