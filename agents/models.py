@@ -15,7 +15,9 @@
     fast.
 anything else
     A Hugging Face model id or a local folder, through ``AutoModelForCausalLM`` and
-    ``AutoTokenizer``.
+    ``AutoTokenizer``. A folder of LoRA adapters (a LoRA run's ``final/``) loads its base by
+    the name its ``adapter_config.json`` records, which for a run on a built-in model is that
+    name (``"tiny"``), not this machine's cache folder: the folder loads on another machine.
 
 Tokenizers always come back padding on the left, as batched generation needs.
 """
@@ -317,6 +319,48 @@ def model_folder(name_or_path: str, cache_root: Path | None = None) -> str:
     return name_or_path
 
 
+def adapter_base(folder: str) -> str | None:
+    """The base model a folder of LoRA adapters was trained over (``base_model_name_or_path``
+    in its ``adapter_config.json``); None for any other folder or name."""
+    config = Path(folder) / "adapter_config.json"
+    if not config.is_file():
+        return None
+    base = json.loads(config.read_text()).get("base_model_name_or_path")
+    if not base:
+        raise ValueError(f"{config} names no base model (base_model_name_or_path)")
+    return str(base)
+
+
+class MissingBaseModel(FileNotFoundError):
+    """A folder of LoRA adapters whose base model this machine cannot load."""
+
+
+def _causal_lm(folder: str, name: str, kwargs: dict[str, Any], cache_root: Path | None,
+               within: tuple[str, ...]) -> Any:
+    """The model in ``folder``; a folder of adapters as its base (loaded by the name it
+    records, itself perhaps adapters: a LoRA run that started from another's) with the
+    adapters folded in."""
+    from transformers import AutoModelForCausalLM
+
+    base = adapter_base(folder)
+    if base is None:
+        return merge_loaded_adapters(AutoModelForCausalLM.from_pretrained(folder, **kwargs))
+    if name in within:
+        raise ValueError(f"LoRA adapters whose bases lead back to themselves: "
+                         f"{' -> '.join((*within, name))}")
+    try:
+        model = _causal_lm(model_folder(base, cache_root), base, kwargs, cache_root,
+                           (*within, name))
+    except MissingBaseModel:
+        raise
+    except OSError as e:
+        raise MissingBaseModel(f"{name} holds LoRA adapters over {base!r}, which this machine "
+                               f"cannot load ({e}); edit base_model_name_or_path in its "
+                               "adapter_config.json to where that model is here") from e
+    model.load_adapter(folder)
+    return merge_loaded_adapters(model)
+
+
 def load_model(
     name_or_path: str,
     *,
@@ -333,7 +377,7 @@ def load_model(
     Raises:
         FileNotFoundError: ``name_or_path`` names no model this machine can load.
     """
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoTokenizer
 
     folder = model_folder(name_or_path, cache_root)
     try:
@@ -345,10 +389,8 @@ def load_model(
     tokenizer.padding_side = "left"
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
-    model = AutoModelForCausalLM.from_pretrained(
-        folder, **_dtype_kwargs(resolve_dtype(dtype)), **from_pretrained_kwargs
-    )
-    merge_loaded_adapters(model)
+    kwargs = {**_dtype_kwargs(resolve_dtype(dtype)), **from_pretrained_kwargs}
+    model = _causal_lm(folder, name_or_path, kwargs, cache_root, ())
     model.to(torch.device(device) if device is not None else default_device())
     model.eval()
     return model, tokenizer

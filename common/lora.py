@@ -120,15 +120,23 @@ def lora_passes_in(model: Any, dtype: torch.dtype) -> Iterator[None]:
 
 def merge_loaded_adapters(model: Any) -> Any:
     """Fold for good the LoRA adapters that transformers attached when it loaded an adapter
-    folder (a LoRA run's ``final/``): a model loaded to play, not to train, runs at the speed
-    of one without adapters. Returns ``model``."""
+    folder (a LoRA run's ``final/``), and put each adapted layer's own layer back in its place:
+    a model loaded to play, not to train, runs at the speed of one without adapters, and is one
+    (so that a LoRA run may start from it, or another folder's adapters load over it).
+    Returns ``model``."""
     layers = _lora_layers(model)
-    for layer in layers:
-        if not layer.merged:
+    if not layers:
+        return model
+    adapted = {id(layer) for layer in layers}
+    for name, layer in list(model.named_modules()):
+        if id(layer) in adapted:
             layer.merge()
-    if layers:
-        # Every weight as a model loaded without adapters has it (peft froze all but the
-        # adapters): autocast then casts each once per region, not at every call (frozen
-        # weights are cast again each time; the tied embedding and output layer included).
-        model.requires_grad_(True)
+            parent, _, child = name.rpartition(".")
+            setattr(model.get_submodule(parent), child, layer.get_base_layer())
+    del model.peft_config  # what transformers' delete_adapter does once none is left
+    model._hf_peft_config_loaded = False
+    # Every weight as a model loaded without adapters has it (peft froze all but the
+    # adapters): autocast then casts each once per region, not at every call (frozen
+    # weights are cast again each time; the tied embedding and output layer included).
+    model.requires_grad_(True)
     return model

@@ -304,6 +304,11 @@ def save_pretrained(model: Any, tokenizer: Any, folder: Path, rank: int) -> None
     """Write the final model the way transformers reads it (rank 0 writes; a collective under
     FSDP)."""
     state = full_state(model, trainable_only=False, clone=False) if is_sharded(model) else None
+    kwargs: dict[str, Any] = {"state_dict": state} if state is not None else {}
+    if hasattr(model, "peft_config"):
+        # LoRA adapts no embedding (lora_targets), so peft need not look the base model up
+        # (by the name the run was given: "tiny" would send it to the Hub) to find out.
+        kwargs["save_embedding_layers"] = False
     if rank == 0:
-        model.save_pretrained(folder, **({"state_dict": state} if state is not None else {}))
+        model.save_pretrained(folder, **kwargs)
         tokenizer.save_pretrained(folder)

@@ -112,6 +112,9 @@ def build_model(cfg: TrainConfig, device: torch.device) -> tuple[Any, Any]:
         lora = LoraConfig(r=cfg.lora_rank, lora_alpha=cfg.lora_alpha,
                           lora_dropout=cfg.lora_dropout, **lora_targets(model, cfg.lora_layers))
         model = get_peft_model(model, lora)
+        # The adapters' folder names its base as the run was given it: a built-in name
+        # ("tiny"), not the cache folder it resolved to here (load_model resolves it again).
+        model.peft_config["default"].base_model_name_or_path = cfg.model
     return model, tokenizer
 
 

@@ -202,6 +202,7 @@ def test_lora_on_the_last_layers_only_runs_no_backward_below_them(tmp_path):
     and the run's adapters load as the model it trained."""
     import pytest
 
+    from gagpo.distributed import save_pretrained
     from gagpo.logprobs import reply_logprobs
     from gagpo.train_config import TrainConfig
     from gagpo.trainer import build_model
@@ -232,8 +233,7 @@ def test_lora_on_the_last_layers_only_runs_no_backward_below_them(tmp_path):
     (logp * mask).sum().backward()
     assert all(p.grad is not None and p.grad.abs().sum() > 0
                for n, p in model.named_parameters() if p.requires_grad)
-    model.save_pretrained(tmp_path)
-    tok.save_pretrained(tmp_path)
+    save_pretrained(model, tok, tmp_path, rank=0)  # as the trainer writes final/
     loaded, _ = load_model(str(tmp_path))
     with torch.no_grad():
         torch.testing.assert_close(loaded(input_ids=IDS).logits, model(input_ids=IDS).logits,
@@ -242,3 +242,78 @@ def test_lora_on_the_last_layers_only_runs_no_backward_below_them(tmp_path):
         build_model(TrainConfig(model="tiny", lora_rank=4, lora_layers=3), torch.device("cpu"))
     with pytest.raises(ValueError, match="lora-rank"):
         build_model(TrainConfig(model="tiny", lora_layers=1), torch.device("cpu"))
+
+
+def _lora_run_final(model_name: str, folder) -> torch.Tensor:
+    """What a LoRA run on ``model_name`` leaves in ``final/`` (trainer's model, adapters that
+    change the outputs, written as the trainer writes it); returns its logits on IDS."""
+    from gagpo.distributed import save_pretrained
+    from gagpo.train_config import TrainConfig
+    from gagpo.trainer import build_model
+
+    model, tok = build_model(TrainConfig(model=model_name, lora_rank=4), torch.device("cpu"))
+    with torch.no_grad():
+        for n, p in model.named_parameters():
+            if "lora_B" in n:
+                p.normal_(0, 0.1)
+        logits = model(input_ids=IDS).logits
+    save_pretrained(model, tok, folder, rank=0)
+    return logits
+
+
+def _base_named(folder) -> str:
+    import json
+
+    return json.loads((folder / "adapter_config.json").read_text())["base_model_name_or_path"]
+
+
+def test_a_lora_runs_folder_loads_on_another_machine_by_its_base_models_name(
+        tmp_path, monkeypatch):
+    """A LoRA run on a built-in model names it in ``final/adapter_config.json`` ("tiny"), not
+    this machine's cache folder: with that folder gone and another cache (another machine's),
+    the adapters load over the model built there, as the model the run trained, and no
+    adapter layer is left in it."""
+    import shutil
+
+    from peft.tuners.lora import LoraLayer
+
+    monkeypatch.setenv("GAGPO_CACHE", str(tmp_path / "here"))
+    want = _lora_run_final("tiny", tmp_path / "final")
+    assert _base_named(tmp_path / "final") == "tiny"
+    shutil.rmtree(tmp_path / "here")
+    monkeypatch.setenv("GAGPO_CACHE", str(tmp_path / "there"))
+    loaded, _ = load_model(str(tmp_path / "final"), device="cpu")
+    assert not any(isinstance(m, LoraLayer) for m in loaded.modules())
+    assert not hasattr(loaded, "peft_config")
+    with torch.no_grad():
+        torch.testing.assert_close(loaded(input_ids=IDS).logits, want, atol=1e-5, rtol=1e-4)
+
+
+def test_a_lora_run_started_from_another_lora_runs_folder_loads_as_the_model_it_trained(
+        tmp_path):
+    """``gagpo train --model A/final --lora-rank 4`` where A was a LoRA run: B's adapters are
+    over A's model (A's adapters folded in), and B's ``final/`` loads as that: A's adapters,
+    then B's. A folder whose base is missing, or leads back to itself, is a clear error."""
+    import json
+
+    import pytest
+
+    from gagpo.agents.models import MissingBaseModel
+
+    first = _lora_run_final("tiny", tmp_path / "a")
+    second = _lora_run_final(str(tmp_path / "a"), tmp_path / "b")
+    assert not torch.allclose(first, second)  # B's adapters change A's model
+    assert _base_named(tmp_path / "b") == str(tmp_path / "a")
+    loaded, _ = load_model(str(tmp_path / "b"), device="cpu")
+    with torch.no_grad():
+        torch.testing.assert_close(loaded(input_ids=IDS).logits, second, atol=1e-5, rtol=1e-4)
+
+    config = tmp_path / "a" / "adapter_config.json"
+    settings = json.loads(config.read_text())
+    config.write_text(json.dumps({**settings, "base_model_name_or_path": str(tmp_path / "no")}))
+    with pytest.raises(MissingBaseModel, match="adapter_config.json") as missing:
+        load_model(str(tmp_path / "b"), device="cpu")
+    assert str(tmp_path / "a") in str(missing.value)  # the folder to edit
+    config.write_text(json.dumps({**settings, "base_model_name_or_path": str(tmp_path / "b")}))
+    with pytest.raises(ValueError, match="lead back to themselves"):
+        load_model(str(tmp_path / "b"), device="cpu")
