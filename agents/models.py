@@ -375,7 +375,9 @@ def load_model(
     the model the run trained, at the speed of one without adapters.
 
     Raises:
-        FileNotFoundError: ``name_or_path`` names no model this machine can load.
+        FileNotFoundError: ``name_or_path`` names no model this machine can load
+            (:class:`MissingBaseModel` when it is a folder of adapters whose base is not here).
+        ValueError: a folder of adapters names no base, or bases that lead back to itself.
     """
     from transformers import AutoTokenizer
 
