@@ -25,7 +25,9 @@ training, which resumes from its last checkpoint). For each environment:
    from it under the fair comparison's recipe, with the wins of its training groups;
 8. LoRA on fewer layers (``half_lora_*``, ``two_thirds_lora_*``): the fair comparison's GAGPO
    with adapters on the upper layers only, seed by seed, on the same goals, to pair with
-   ``seeds_gagpo``.
+   ``seeds_gagpo``;
+9. today's recipe (``full_fine_tuning_*``): the fair comparison's GAGPO with full fine-tuning
+   instead of LoRA, seed by seed on the same goals: the learning the cheaper recipes must equal.
 
 WebShop's stages come first and keep the first run's names (``warm_start``, ``gagpo_eval``);
 ALFWorld's carry the prefix ``alfworld_``. Every evaluation plays the first tasks of a split
@@ -385,11 +387,26 @@ def fewer_layers_stages(work: Path, s: Settings) -> list[Stage]:
                                      FAIR + CHEAP + flags)]
 
 
+FULL_FINE_TUNING = "full_fine_tuning"
+"""The folder (and stage prefix) of the default GAGPO under today's recipe: full fine-tuning at
+the recipe's own learning rate with its KL term to the warm start, :data:`FAIR` its only
+added flags, as ``benchmarks.iteration_time``'s ``today``. Every cheaper recipe (LoRA on every
+layer, on fewer layers) was measured against it for cost; these seeds are the learning it must
+equal, from the same warm start on the same goals."""
+
+
+def full_fine_tuning_stages(work: Path, s: Settings) -> list[Stage]:
+    """Today's recipe (:data:`FULL_FINE_TUNING`), seed by seed, evaluated on the fair
+    comparison's goals so that each seed pairs with every LoRA recipe's."""
+    return seeded_runs(work, s, ["gagpo"], FULL_FINE_TUNING, f"{FULL_FINE_TUNING}_", FAIR)
+
+
 def stages(work: Path, s: Settings) -> list[Stage]:
-    """Every stage: WebShop's, ALFWorld's, the fair comparison's, ALFWorld's second run, then
-    the seeds of LoRA on fewer layers."""
+    """Every stage: WebShop's, ALFWorld's, the fair comparison's, ALFWorld's second run, the
+    seeds of LoRA on fewer layers, then those of today's recipe (full fine-tuning)."""
     return (env_stages(work, s, WEBSHOP) + env_stages(work, s, ALFWORLD) + seed_stages(work, s)
-            + alfworld_win_stages(work, s) + fewer_layers_stages(work, s))
+            + alfworld_win_stages(work, s) + fewer_layers_stages(work, s)
+            + full_fine_tuning_stages(work, s))
 
 
 NOT_DONE = "not done"

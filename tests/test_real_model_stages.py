@@ -482,3 +482,41 @@ def test_alfworlds_second_run_teaches_longer_and_counts_wins_where_rl_will_see_t
     assert "| warm start, training games, temperature 1.0 | 48 | 25.0 [15.0, 39.0] |" in text
     assert "| warm start + GAGPO, valid_unseen games | not run yet |" in text
     assert "iterations 1-3: 3, 0, 5." in text
+
+
+def test_todays_recipe_seeds_are_the_fair_comparisons_gagpo_fully_fine_tuned(tmp_path):
+    """The learning a cheaper recipe must equal: the same warm start, seed, settings and goals
+    as the fair comparison's GAGPO, without LoRA (CHEAP), which is the iteration benchmark's
+    ``today`` recipe."""
+    from benchmarks.iteration_time import RECIPES
+    from benchmarks.real_model import (
+        CHEAP,
+        FAIR,
+        FULL_FINE_TUNING,
+        full_fine_tuning_stages,
+        seed_stages,
+        train_command,
+    )
+
+    s = Settings()
+    fair = {st.name.removeprefix("seeds_"): st for st in seed_stages(tmp_path, s)}
+    mine = {st.name.removeprefix(f"{FULL_FINE_TUNING}_"): st
+            for st in full_fine_tuning_stages(tmp_path, s)}
+    assert sorted(mine) == sorted(n for n in fair if n.startswith("gagpo_"))
+    assert {st.name for st in stages(tmp_path, s)} >= {st.name for st in mine.values()}
+    for name, stage in mine.items():
+        cmd, base = stage.command, fair[name].command
+        out = "--out-dir" if cmd[1] == "train" else "--out"
+        i, j = cmd.index(out), base.index(out)
+        assert cmd[i + 1] == str(tmp_path / FULL_FINE_TUNING / Path(base[j + 1]).name)
+        if cmd[1] == "train":
+            assert cmd[:i] + cmd[i + 2:] == base[:j] + base[j + 2:-len(CHEAP)]
+            seed = int(cmd[cmd.index("--seed") + 1])
+            model = cmd[cmd.index("--model") + 1]
+            assert cmd == train_command(model, Path(cmd[i + 1]), s, seed=seed,
+                                        iterations=s.iterations) + FAIR + RECIPES["today"]
+        else:  # the same goals, seed and temperature as every other recipe's evaluation
+            k, m = cmd.index("--policy"), base.index("--policy")
+            assert cmd[k + 1] == str(tmp_path / FULL_FINE_TUNING / name.removesuffix("_eval")
+                                     / "final")
+            assert cmd[:k] + cmd[k + 2:i] + cmd[i + 2:] == base[:m] + base[m + 2:j] + base[j + 2:]
