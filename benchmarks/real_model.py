@@ -561,13 +561,14 @@ def table(work: Path, run: EnvRun = WEBSHOP, records: Path | None = None) -> str
 
 def tables(work: Path, records: Path | None = None, s: Settings | None = None) -> str:
     """Both environments' tables, WebShop's first, then the fair comparison's, ALFWorld's
-    second run's and LoRA on fewer layers' (once they have a finished stage)."""
+    second run's, LoRA on fewer layers' and the LoRA recipes against full fine-tuning (once
+    they have a finished stage)."""
     s = s or Settings()
     text = (f"WebShop-v0, {WEBSHOP.eval_split} goals, at most {WEBSHOP.max_steps} steps:\n\n"
             f"{table(work, WEBSHOP, records)}\n\nALFWorld-v0, {ALFWORLD.eval_split} games, at "
             f"most {ALFWORLD.max_steps} steps:\n\n{table(work, ALFWORLD, records)}")
     more = [seeds_table(work, s, records), wins_table(work, s, records),
-            fewer_layers_table(work, s, records)]
+            fewer_layers_table(work, s, records), full_fine_tuning_table(work, s, records)]
     return "\n\n".join([text, *(t for t in more if t)])
 
 
@@ -661,37 +662,62 @@ def seeds_table(work: Path, s: Settings, records: Path | None = None) -> str:
 
 def fewer_layers_table(work: Path, s: Settings, records: Path | None = None) -> str:
     """Each recipe of :data:`FEWER_LAYERS` against LoRA on every layer (the fair comparison's
-    GAGPO) on the seeds both finished: each run's success, score and admissible-action share
-    on the goals of its pair, then the recipe - every layer pooled over those seeds and seed by
-    seed, paired on the goals (gagpo compare; one comparison per seed serves both). Empty
-    before any seed of a recipe has a partner."""
+    GAGPO) on the seeds both finished (:func:`recipe_pairs`). Empty before any seed of a
+    recipe has a partner."""
+    return recipe_pairs(work, s, records, "every layer", "seeds",
+                        "LoRA on every layer, the default GAGPO",
+                        [(_upper_layers(flags), folder, flags)
+                         for folder, flags in FEWER_LAYERS.items()])
+
+
+def full_fine_tuning_table(work: Path, s: Settings, records: Path | None = None) -> str:
+    """Every LoRA recipe (every layer, then :data:`FEWER_LAYERS`) against today's recipe
+    (:data:`FULL_FINE_TUNING`) on the seeds both finished (:func:`recipe_pairs`): whether a
+    cheaper iteration learns as much. Empty before any seed of a recipe has a partner."""
+    return recipe_pairs(work, s, records, "full fine-tuning", FULL_FINE_TUNING,
+                        f"today's recipe (full fine-tuning, `{shlex.join(FAIR)}`), the "
+                        "default GAGPO",
+                        [("LoRA on every layer", "seeds", CHEAP),
+                         *((_upper_layers(flags), folder, CHEAP + flags)
+                           for folder, flags in FEWER_LAYERS.items())])
+
+
+def _upper_layers(flags: list[str]) -> str:
+    return f"LoRA on the upper {flags[flags.index('--lora-layers') + 1]} layers"
+
+
+def recipe_pairs(work: Path, s: Settings, records: Path | None, base: str, base_folder: str,
+                 base_description: str, recipes: Sequence[tuple[str, str, list[str]]]) -> str:
+    """Each of ``recipes`` (name, folder, the flags it adds to the base's) against the
+    default GAGPO's seeds in ``base_folder`` (``eval_gagpo_s<k>``), on the seeds both
+    finished: each run's success, score and admissible share on the goals of its pair, then
+    the recipe - the base pooled over those seeds and seed by seed, paired on the goals (gagpo
+    compare; one comparison per seed serves both). Recipes with no paired seed are left out."""
     from gagpo.compare import compare, format_markdown, pooled
 
-    every = {k: ev for k in range(s.seeds) if (ev := _evaluation(
-        work, f"seeds/eval_gagpo_s{k}", f"every layer, seed {k}", records)) is not None}
+    ours = {k: ev for k in range(s.seeds) if (ev := _evaluation(
+        work, f"{base_folder}/eval_gagpo_s{k}", f"{base}, seed {k}", records)) is not None}
     lines: list[str] = []
-    for folder, flags in FEWER_LAYERS.items():
-        name = f"LoRA on the upper {flags[flags.index('--lora-layers') + 1]} layers"
-        mine = {k: ev for k in every if (ev := _evaluation(
+    for name, folder, flags in recipes:
+        mine = {k: ev for k in ours if (ev := _evaluation(
             work, f"{folder}/eval_gagpo_s{k}", f"{name}, seed {k}", records)) is not None}
         if not mine:
             continue
-        lines += [f"{name} (`{folder}`, `{shlex.join(flags)}`) against LoRA on every layer, "
-                  f"the default GAGPO from the same warm start, same seeds, on the same "
-                  f"{s.goals} goals:", "",
+        lines += [f"{name} (`{folder}`, `{shlex.join(flags)}`) against {base_description} "
+                  f"from the same warm start, same seeds, on the same {s.goals} goals:", "",
                   "| recipe | seed | success % | score x100 | admissible % |",
                   "|---|---|---|---|---|"]
-        pairs = {k: compare(every[k], mine[k]) for k in sorted(mine)}
+        pairs = {k: compare(ours[k], mine[k]) for k in sorted(mine)}
         for k, r in pairs.items():  # each side's figures on the goals of the pair
-            for label, side in (("every layer", "a"), (name, "b")):
+            for label, side in ((base, "a"), (name, "b")):
                 lines.append(f"| {label} | {k} | {100 * r['success'][side]:.1f} | "
                              f"{100 * r['score'][side]:.1f} | "
                              f"{100 * r['admissible'][side]['rate']:.1f} |")
         both = list(pairs)
         lines += ["", format_markdown(compare(
-            pooled(f"every layer ({_seeds(len(both))})", [every[k] for k in both]),
+            pooled(f"{base} ({_seeds(len(both))})", [ours[k] for k in both]),
             pooled(f"{name} ({_seeds(len(both))})", [mine[k] for k in both]))), "",
-            seed_by_seed(pairs, "every layer", name), ""]
+            seed_by_seed(pairs, base, name), ""]
     return "\n".join(lines).rstrip()
 
 

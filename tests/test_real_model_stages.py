@@ -373,6 +373,17 @@ def test_the_fair_comparisons_table_pairs_the_seeds_on_the_goals(tmp_path):
             "p = 1.000 |") in text
 
 
+def write_evaluation(folder: Path, wins: list[bool], invalid: int) -> None:
+    """An evaluation's records as ``gagpo eval`` writes them: one 4-step episode a goal, a win
+    scoring 1 and a loss 0.5, ``invalid`` of each episode's steps not admissible."""
+    folder.mkdir(parents=True)
+    (folder / "summary.json").write_text(json.dumps({"by_type": {}, "seconds": 1}))
+    (folder / "episodes.jsonl").write_text("".join(
+        json.dumps({"task_id": f"webshop:{i}", "task_type": "t", "won": w,
+                    "score": 1.0 if w else 0.5, "length": 4, "malformed_replies": 0,
+                    "invalid_actions": invalid}) + "\n" for i, w in enumerate(wins)))
+
+
 def test_lora_on_fewer_layers_keeps_its_own_records_beside_every_layers_and_pairs_them(
         tmp_path, monkeypatch):
     """seeds/eval_gagpo_s0 and two_thirds_lora/eval_gagpo_s0 share a folder name: one --out
@@ -380,13 +391,7 @@ def test_lora_on_fewer_layers_keeps_its_own_records_beside_every_layers_and_pair
     both runs' metrics, and its table must pair each seed with its partner on the goals."""
     from benchmarks.real_model import fewer_layers_table, seeds_table
 
-    def write(folder: Path, wins: list[bool], invalid: int) -> None:
-        folder.mkdir(parents=True)
-        (folder / "summary.json").write_text(json.dumps({"by_type": {}, "seconds": 1}))
-        (folder / "episodes.jsonl").write_text("".join(
-            json.dumps({"task_id": f"webshop:{i}", "task_type": "t", "won": w,
-                        "score": 1.0 if w else 0.5, "length": 4, "malformed_replies": 0,
-                        "invalid_actions": invalid}) + "\n" for i, w in enumerate(wins)))
+    write = write_evaluation
 
     def metrics(folder: Path, score: float) -> None:
         folder.mkdir(parents=True)
@@ -520,3 +525,35 @@ def test_todays_recipe_seeds_are_the_fair_comparisons_gagpo_fully_fine_tuned(tmp
             assert cmd[k + 1] == str(tmp_path / FULL_FINE_TUNING / name.removesuffix("_eval")
                                      / "final")
             assert cmd[:k] + cmd[k + 2:i] + cmd[i + 2:] == base[:m] + base[m + 2:j] + base[j + 2:]
+
+
+def test_every_lora_recipe_pairs_with_full_fine_tuning_on_the_seeds_both_finished(tmp_path):
+    """Whether a cheaper iteration learns as much: each LoRA recipe's seeds against today's
+    recipe's (full fine-tuning) on the same goals, in the report once both sides of a seed
+    are evaluated, from the kept records once the runs are gone."""
+    from benchmarks.real_model import full_fine_tuning_table
+
+    work, s = tmp_path / "work", Settings(goals=4)
+    write_evaluation(work / "seeds" / "eval_gagpo_s0", [True, True, False, False], invalid=1)
+    write_evaluation(work / "two_thirds_lora" / "eval_gagpo_s0", [True, False, False, False],
+                     invalid=2)
+    assert full_fine_tuning_table(work, s) == ""  # no full fine-tuning seed yet
+    write_evaluation(work / "full_fine_tuning" / "eval_gagpo_s1", [True] * 4, invalid=0)
+    assert full_fine_tuning_table(work, s) == ""  # seed 1 has no LoRA partner
+    write_evaluation(work / "full_fine_tuning" / "eval_gagpo_s0", [False, True, True, False],
+                     invalid=0)
+    table = full_fine_tuning_table(work, s)
+    every, two_thirds = table.split("LoRA on the upper 20 layers (`two_thirds_lora`")
+    assert every.startswith("LoRA on every layer (`seeds`, `--lora-rank 16 ")
+    assert "against today's recipe (full fine-tuning, `--aggregation token-mean" in every
+    assert "| full fine-tuning | 0 | 50.0 | 75.0 | 100.0 |" in every
+    assert "| LoRA on every layer | 0 | 50.0 | 75.0 | 75.0 |" in every
+    # every layer wins goal 0 and loses goal 2: level; two thirds loses goals 1 and 2.
+    assert "| across 1 seed | +0.0 [n/a] | +0.0 [n/a] |" in every
+    assert " --lora-layers 20`) against today's recipe" in two_thirds
+    assert "| LoRA on the upper 20 layers | 0 | 25.0 | 62.5 | 50.0 |" in two_thirds
+    assert "| across 1 seed | -25.0 [n/a] | -12.5 [n/a] |" in two_thirds
+    assert "upper 15" not in table
+    out = tmp_path / "out"
+    assert table in report(work, out, s, {})
+    assert full_fine_tuning_table(tmp_path / "gone", s, out) == table
