@@ -335,30 +335,48 @@ class MissingBaseModel(FileNotFoundError):
     """A folder of LoRA adapters whose base model this machine cannot load."""
 
 
-def _causal_lm(folder: str, name: str, kwargs: dict[str, Any], cache_root: Path | None,
-               within: tuple[str, ...]) -> Any:
-    """The model in ``folder``; a folder of adapters as its base (loaded by the name it
-    records, itself perhaps adapters: a LoRA run that started from another's) with the
-    adapters folded in."""
+def adapter_chain(name_or_path: str, cache_root: Path | None = None
+                  ) -> tuple[str, list[tuple[str, str]]]:
+    """``(the folder of whole weights, the folders of LoRA adapters over it)`` for a name: the
+    name's own folder and no adapters, or for a folder of adapters (a LoRA run's ``final/``)
+    the base it records, followed through adapters over adapters (a LoRA run that started from
+    another's) to a model; the adapters innermost first, each as ``(folder, the base name it
+    records)``. Loaders that take whole models only (vLLM) start from the first and copy in
+    the weights that folding the adapters gives (:func:`load_model`).
+
+    Raises:
+        ValueError: a folder of adapters names no base, or bases that lead back to itself.
+    """
+    folder, names, adapters = model_folder(name_or_path, cache_root), [name_or_path], []
+    while (base := adapter_base(folder)) is not None:
+        if base in names:
+            raise ValueError(f"LoRA adapters whose bases lead back to themselves: "
+                             f"{' -> '.join((*names, base))}")
+        adapters.insert(0, (folder, base))
+        names.append(base)
+        folder = model_folder(base, cache_root)
+    return folder, adapters
+
+
+def _causal_lm(name: str, kwargs: dict[str, Any], cache_root: Path | None) -> Any:
+    """The model ``name`` loads as; a folder of adapters as its base with the adapters folded
+    in, innermost first (:func:`adapter_chain`)."""
     from transformers import AutoModelForCausalLM
 
-    base = adapter_base(folder)
-    if base is None:
-        return merge_loaded_adapters(AutoModelForCausalLM.from_pretrained(folder, **kwargs))
-    if name in within:
-        raise ValueError(f"LoRA adapters whose bases lead back to themselves: "
-                         f"{' -> '.join((*within, name))}")
+    root, adapters = adapter_chain(name, cache_root)
     try:
-        model = _causal_lm(model_folder(base, cache_root), base, kwargs, cache_root,
-                           (*within, name))
-    except MissingBaseModel:
-        raise
+        model = merge_loaded_adapters(AutoModelForCausalLM.from_pretrained(root, **kwargs))
     except OSError as e:
-        raise MissingBaseModel(f"{name} holds LoRA adapters over {base!r}, which this machine "
+        if not adapters:
+            raise
+        folder, base = adapters[0]
+        raise MissingBaseModel(f"{folder} holds LoRA adapters over {base!r}, which this machine "
                                f"cannot load ({e}); edit base_model_name_or_path in its "
                                "adapter_config.json to where that model is here") from e
-    model.load_adapter(folder)
-    return merge_loaded_adapters(model)
+    for folder, _ in adapters:
+        model.load_adapter(folder)
+        model = merge_loaded_adapters(model)
+    return model
 
 
 def load_model(
@@ -392,7 +410,7 @@ def load_model(
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
     kwargs = {**_dtype_kwargs(resolve_dtype(dtype)), **from_pretrained_kwargs}
-    model = _causal_lm(folder, name_or_path, kwargs, cache_root, ())
+    model = _causal_lm(name_or_path, kwargs, cache_root)
     model.to(torch.device(device) if device is not None else default_device())
     model.eval()
     return model, tokenizer

@@ -256,6 +256,59 @@ def test_load_weights_reaches_the_engine(engine):
 
 
 @needs_vllm_engine
+def test_a_lora_runs_folder_samples_as_the_model_it_trained(tmp_path):
+    """``vllm:<a LoRA run's final/>``: vLLM loads whole models only, so the engine starts from
+    the adapters' base and takes the weights that folding them gives; its greedy replies are
+    the folded model's argmax, with its log-probs, not the base's. (A process of its own: a
+    second engine in this one would share the fixture's.)"""
+    from gagpo.distributed import save_pretrained
+    from gagpo.train_config import TrainConfig
+    from gagpo.trainer import build_model
+
+    lora, tok = build_model(TrainConfig(model=MODEL, lora_rank=4), torch.device("cpu"))
+    with torch.no_grad():
+        for name, p in lora.named_parameters():
+            if "lora_B" in name:
+                p.normal_(0, 0.1)  # adapters that change the replies
+    folder = tmp_path / "final"
+    save_pretrained(lora, tok, folder, rank=0)
+    code = (
+        "import json\n"
+        "from gagpo.agents.policies import VLLMPolicy\n"
+        "from gagpo.agents.policies.base import Request\n"
+        f"p = VLLMPolicy({str(folder)!r}, temperature=0.0, max_new_tokens=12, seed=0, "
+        f"dtype={DTYPE!r}, enforce_eager=True, max_model_len=2048, "
+        "gpu_memory_utilization=0.3)\n"
+        f"out = p.act([Request([{{'role': 'user', 'content': t}}]) for t in {PROMPTS!r}])\n"
+        "print('REPLIES', json.dumps([[r.prompt_token_ids, r.token_ids, r.logprobs] "
+        "for r in out]))\n")
+    run = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, text=True,
+                         capture_output=True, timeout=600)
+    assert run.returncode == 0, run.stderr[-3000:]
+    replies = json.loads(run.stdout.split("REPLIES ", 1)[1])
+    folded, _ = load_model(str(folder), dtype=DTYPE, device=DEVICE)
+    base, _ = load_model(MODEL, dtype=DTYPE, device=DEVICE)
+    apart = 0.0
+    for prompt, reply, logprobs in replies:
+        assert reply
+        ref = F.log_softmax(_logits(folded, prompt, reply), dim=-1).cpu()
+        chosen = ref.gather(-1, torch.tensor(reply)[:, None])[:, 0]
+        assert torch.allclose(torch.tensor(logprobs), chosen, atol=ATOL)
+        assert (ref.max(-1).values - chosen).max() <= ATOL  # the folded model's argmax
+        theirs = F.log_softmax(_logits(base, prompt, reply), dim=-1).cpu()
+        apart = max(apart, (theirs.gather(-1, torch.tensor(reply)[:, None])[:, 0]
+                            - chosen).abs().max().item())
+    assert apart > 10 * ATOL  # the base model would have given other log-probs
+
+
+def _logits(model, prompt: list[int], reply: list[int]) -> torch.Tensor:
+    """The logits that predict ``reply``'s tokens after ``prompt``."""
+    ids = torch.tensor([prompt + reply], device=model.device)
+    with torch.no_grad():
+        return model(input_ids=ids).logits[0, len(prompt) - 1: -1].float()
+
+
+@needs_vllm_engine
 def test_gagpo_eval_with_a_vllm_policy(tmp_path):
     """``gagpo eval --policy vllm:<model>``, as a user runs it: WebShop episodes played through
     an engine, every reply with its tokens and log-probs in the trajectories. (A process of its

@@ -133,7 +133,9 @@ class VLLMPolicy(Policy):
 
     Args:
         model: a Hugging Face id, a local folder, or one of ``gagpo.agents.models``' names
-            (``"tiny"``, ``"smollm2-135m"``), whose folder vLLM loads.
+            (``"tiny"``, ``"smollm2-135m"``), whose folder vLLM loads; a folder of LoRA
+            adapters (a LoRA run's ``final/``) starts the engine from its base model, then
+            copies in the weights with the adapters folded in (vLLM loads whole models only).
         tokenizer: the HF tokenizer that builds the prompts; loaded from the model's folder when
             None. Give the trainer's tokenizer so that prompts are the trainer's ids.
         temperature, top_p, max_new_tokens, stop: as ``TransformersPolicy`` (``stop`` strings
@@ -180,9 +182,12 @@ class VLLMPolicy(Policy):
             from vllm import LLM, SamplingParams
         except ImportError as e:
             raise ImportError(MISSING_VLLM) from e
-        from gagpo.agents.models import model_folder, resolve_dtype
+        from gagpo.agents.models import adapter_chain, model_folder, resolve_dtype
 
         self.model_path = model_folder(model)
+        # vLLM loads whole models only: a folder of LoRA adapters starts the engine from its
+        # base, and the weights that folding the adapters gives are copied in below.
+        whole, adapters = adapter_chain(model)
         if tokenizer is None:
             from transformers import AutoTokenizer
 
@@ -211,7 +216,7 @@ class VLLMPolicy(Policy):
                 engine_kwargs.setdefault("enable_chunked_prefill", False)
         try:
             self.llm = LLM(
-                model=self.model_path,
+                model=whole,
                 dtype=dtype if dtype == "auto" else resolve_dtype(dtype),
                 gpu_memory_utilization=gpu_memory_utilization,
                 enforce_eager=enforce_eager,
@@ -225,6 +230,11 @@ class VLLMPolicy(Policy):
                 "vLLM's CPU build cannot start an engine in a process that has imported numba "
                 "(WebShop's search does): create the VLLMPolicy before the first WebShop "
                 "environment, or run it in a process of its own") from e
+        if adapters:
+            from gagpo.agents.models import load_model
+
+            folded, _ = load_model(model, dtype=torch.float32, device="cpu")
+            self.load_weights(folded.named_parameters())
 
     def prompt_ids(self, messages: Messages) -> list[int]:
         """The chat-formatted prompt's token ids (the same as ``TransformersPolicy``'s)."""
