@@ -291,21 +291,15 @@ def test_a_lora_runs_folder_samples_as_the_model_it_trained(tmp_path):
     apart = 0.0
     for prompt, reply, logprobs in replies:
         assert reply
-        ref = F.log_softmax(_logits(folded, prompt, reply), dim=-1).cpu()
-        chosen = ref.gather(-1, torch.tensor(reply)[:, None])[:, 0]
+        chosen = hf_logprobs(folded, prompt, reply, 1.0)
         assert torch.allclose(torch.tensor(logprobs), chosen, atol=ATOL)
-        assert (ref.max(-1).values - chosen).max() <= ATOL  # the folded model's argmax
-        theirs = F.log_softmax(_logits(base, prompt, reply), dim=-1).cpu()
-        apart = max(apart, (theirs.gather(-1, torch.tensor(reply)[:, None])[:, 0]
-                            - chosen).abs().max().item())
+        ids = torch.tensor([prompt + reply], device=folded.device)
+        with torch.no_grad():
+            logits = folded(input_ids=ids).logits[0, len(prompt) - 1: -1].float()
+        top = F.log_softmax(logits, dim=-1).max(-1).values.cpu()
+        assert (top - chosen).max() <= ATOL  # the folded model's argmax
+        apart = max(apart, (hf_logprobs(base, prompt, reply, 1.0) - chosen).abs().max().item())
     assert apart > 10 * ATOL  # the base model would have given other log-probs
-
-
-def _logits(model, prompt: list[int], reply: list[int]) -> torch.Tensor:
-    """The logits that predict ``reply``'s tokens after ``prompt``."""
-    ids = torch.tensor([prompt + reply], device=model.device)
-    with torch.no_grad():
-        return model(input_ids=ids).logits[0, len(prompt) - 1: -1].float()
 
 
 @needs_vllm_engine
