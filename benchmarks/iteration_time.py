@@ -31,6 +31,9 @@ Recipes (:data:`RECIPES`):
   layers, so its learning is compared apart (seeds, held-out goals).
 * ``lora-two-thirds``: ``lora`` with adapters on the upper 20 of the 30 layers
   (:data:`benchmarks.real_model.TWO_THIRDS_LORA`); its learning too is compared apart.
+* ``lora-brisk``: ``lora`` at lr 3e-4 with every rollout row in one generation pass
+  (:data:`benchmarks.real_model.BRISK_LORA_FLAGS`); the learning rate leaves an iteration's
+  cost alone, so its time is ``lora-one-pass``'s; its learning is compared apart.
 
     python -m benchmarks.iteration_time --model runs/real_model/warm_start/final
     python -m benchmarks.iteration_time --model DIR --recipes today,lora --iterations 2 \\
@@ -49,6 +52,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from benchmarks.real_model import (
+    BRISK_LORA_FLAGS,
     CHEAP,
     FAIR,
     HALF_LORA,
@@ -68,6 +72,7 @@ RECIPES: dict[str, list[str]] = {
     "lora-small-passes": [*CHEAP, "--micro-batch-tokens", "1024"],
     "lora-half": [*CHEAP, *HALF_LORA],
     "lora-two-thirds": [*CHEAP, *TWO_THIRDS_LORA],
+    "lora-brisk": [*CHEAP, *BRISK_LORA_FLAGS],
 }
 
 
