@@ -408,13 +408,18 @@ rows in one generation pass (:data:`BRISK_LORA_FLAGS` on top of :data:`FAIR` and
 BRISK_LORA_FLAGS = ["--lr", "3e-4", "--rollout-batch-tokens", "0"]
 """What :data:`BRISK_LORA` adds to the fair comparison's LoRA. On the float32 seed 0, LoRA at
 lr 1e-4 was level with full fine-tuning in held-out success and score but not in admissible
-actions (81.7% against 90.9%), and in training its invalid share stayed at 0.35-0.40 while full
-fine-tuning's fell to 0.24-0.28: LoRA moved less. LoRA's B matrices start at zero, so a short
+actions (81.7% against 90.9%), and in training its invalid share stayed at 0.35-0.42 while full
+fine-tuning's fell to 0.24-0.29: LoRA moved less. LoRA's B matrices start at zero, so a short
 run wants a larger multiplier over full fine-tuning's rate than the usual ten ("LoRA Without
 Regret"); 3e-4 is thirty times today's 1e-5. Every row in one decoding pass (no cache cap)
 takes less generation time a step; in float32 a seed draws each reply's tokens from its own
-uniforms whatever the batching (``TransformersPolicy``), so it should play the capped recipe's
-episodes, which ``benchmarks.iteration_time``'s ``lora-brisk`` shows or refutes."""
+uniforms whatever the batching (``TransformersPolicy``), so it plays the capped recipe's
+episodes (its seed 0's first iteration did, step for step). Seed 0 learned admissible actions
+(96.1% held out) but lost score (31.5 against full fine-tuning's 45.2): it paged through
+results (``next >`` at 49% of its steps), an always-admissible step the penalty favours
+(``benchmarks/results/real_model/two_thirds_lora_float32/``), and its iteration was 1.93x
+cheaper than today's, not 2x (``benchmarks/results/iteration_time/float32_brisk/``). Not a
+recipe to use."""
 
 
 def brisk_lora_stages(work: Path, s: Settings) -> list[Stage]:
