@@ -702,8 +702,8 @@ def fewer_layers_table(work: Path, s: Settings, records: Path | None = None) -> 
 def full_fine_tuning_table(work: Path, s: Settings, records: Path | None = None) -> str:
     """Every LoRA recipe (every layer, :data:`FEWER_LAYERS`, :data:`BRISK_LORA`) against
     today's recipe (:data:`FULL_FINE_TUNING`) on the seeds both finished (:func:`recipe_pairs`):
-    whether a
-    cheaper iteration learns as much. Empty before any seed of a recipe has a partner."""
+    whether a cheaper iteration learns as much. Empty before any seed of a recipe has a
+    partner."""
     return recipe_pairs(work, s, records, "full fine-tuning", FULL_FINE_TUNING,
                         f"today's recipe (full fine-tuning, `{shlex.join(FAIR)}`), the "
                         "default GAGPO",
