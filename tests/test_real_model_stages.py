@@ -564,8 +564,6 @@ def test_brisk_lora_is_the_fair_comparisons_lora_at_lr_3e4_in_one_decoding_pass(
     """The fourth recipe trains what its README says (the flags given last win, as the
     trainer's own parser reads them), the iteration benchmark times that same command, and
     the report pairs its seeds with today's recipe's."""
-    import argparse
-
     from benchmarks.iteration_time import RECIPES
     from benchmarks.real_model import (
         BRISK_LORA,
@@ -573,26 +571,25 @@ def test_brisk_lora_is_the_fair_comparisons_lora_at_lr_3e4_in_one_decoding_pass(
         full_fine_tuning_table,
         seed_stages,
     )
-    from gagpo.train_config import add_arguments, config_from_args
 
     s = Settings()
     fair = {st.name.removeprefix("seeds_"): st for st in seed_stages(tmp_path, s)}
     mine = {st.name.removeprefix(f"{BRISK_LORA}_"): st for st in brisk_lora_stages(tmp_path, s)}
     assert sorted(mine) == sorted(n for n in fair if n.startswith("gagpo_"))
     assert {st.name for st in stages(tmp_path, s)} >= {st.name for st in mine.values()}
-    parser = argparse.ArgumentParser()
-    add_arguments(parser)
+    parser = build_parser()
     for name, stage in mine.items():
         if stage.command[1] != "train":
             assert stage.command[stage.command.index("--policy") + 1] == str(
                 tmp_path / BRISK_LORA / name.removesuffix("_eval") / "final")
             continue
-        cfg = config_from_args(parser.parse_args(stage.command[2:]))
-        base = config_from_args(parser.parse_args(fair[name].command[2:]))
-        assert (cfg.lr, cfg.rollout_batch_tokens) == (3e-4, 0)
-        assert (base.lr, base.rollout_batch_tokens) == (1e-4, 8192)
-        assert (cfg.lora_rank, cfg.kl_coef, cfg.gradient_checkpointing) == (16, 0.0, "off")
-        differ = {k for k, v in vars(cfg).items() if vars(base)[k] != v}
+        cfg = config_from_args(parser.parse_args(stage.command[1:])).to_dict()
+        base = config_from_args(parser.parse_args(fair[name].command[1:])).to_dict()
+        assert (cfg["lr"], cfg["rollout_batch_tokens"]) == (3e-4, 0)
+        assert (base["lr"], base["rollout_batch_tokens"]) == (1e-4, 8192)
+        assert (cfg["lora_rank"], cfg["kl_coef"], cfg["gradient_checkpointing"]) == (16, 0.0,
+                                                                                     "off")
+        differ = {k for k, v in cfg.items() if base[k] != v}
         assert differ == {"lr", "rollout_batch_tokens", "out_dir"}
         assert stage.command[-len(RECIPES["lora-brisk"]):] == RECIPES["lora-brisk"]
     work = tmp_path / "work"
