@@ -124,15 +124,16 @@ class StepTable:
         return np.asarray(values, dtype=dtype)
 
     def episodes(self) -> list[dict[str, Any]]:
-        """One summary per trajectory: task, length, return, final score, won, failed, and how
-        many of its replies were malformed (no parsable action) or named no admissible action."""
+        """One summary per trajectory: task, length, return, final score, won, failed, how
+        many of its replies were malformed (no parsable action) or named no admissible action,
+        and its actions in order (what a policy learned to do: page, buy, walk)."""
         out: dict[int, dict[str, Any]] = {}
-        for r in self.rows:
+        for r in sorted(self.rows, key=lambda r: r.t):  # stable: a step's rows stay in order
             e = out.setdefault(r.trajectory, {
                 "trajectory": r.trajectory, "group": r.group, "task_id": r.task_id,
                 "task_type": r.task_type,
                 "length": 0, "return": 0.0, "score": 0.0, "won": False, "failed": False,
-                "invalid_actions": 0, "malformed_replies": 0,
+                "invalid_actions": 0, "malformed_replies": 0, "actions": [],
             })
             e["length"] += 1
             e["return"] += r.reward
@@ -140,6 +141,7 @@ class StepTable:
             e["failed"] = e["failed"] or r.failed
             e["invalid_actions"] += not r.action_valid
             e["malformed_replies"] += not r.well_formed
+            e["actions"].append(r.action)
         return [out[k] for k in sorted(out)]
 
     def write_jsonl(self, path: str | Path) -> None:

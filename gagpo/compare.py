@@ -6,7 +6,9 @@ cancel what makes one goal hard for both. Success and score are compared that wa
 interval and a paired bootstrap over goals, an exact sign test for success); the step rates
 (well-formed replies, admissible actions) get intervals that resample whole episodes, since a
 policy's steps within one episode are not independent and an interval over steps (the Wilson
-interval ``gagpo eval`` prints) is too narrow.
+interval ``gagpo eval`` prints) is too narrow. Where both sides' records name their actions,
+the actions each side took most often are counted too: a policy that learned a safe step (a
+page turn in WebShop, a walk in ALFWorld) shows there.
 
 An evaluation's episodes are read from the ``trajectories.jsonl`` that ``gagpo eval --out``
 writes (through the viewer's reader of it, :func:`gagpo.viewer.data.eval_episodes`); its
@@ -19,6 +21,7 @@ from __future__ import annotations
 import json
 import math
 import os
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,6 +43,8 @@ from gagpo.run_folder import read_json, write_json
 from gagpo.viewer.data import EVAL_FILE, Run, eval_episodes
 
 RATES = {"well_formed": "well-formed replies", "admissible": "admissible actions"}
+ACTIONS_SHOWN = 6
+"""How many of the most frequent actions :func:`compare` counts on each side."""
 
 # ---------------------------------------------------------------------------------------------
 # Pure statistics
@@ -120,6 +125,8 @@ class Episode:
     """Steps whose reply held a parsable action."""
     admissible: int
     """Steps whose action was admissible."""
+    actions: tuple[str, ...] | None = None
+    """The actions in step order; None where the records do not keep them."""
 
 
 @dataclass(frozen=True)
@@ -239,7 +246,27 @@ def compare(a: Evaluation, b: Evaluation, *, seed: int = 0, n_boot: int = 10_000
         result[key] = {"a": sides[0], "b": sides[1], "diff": sides[1]["rate"] - sides[0]["rate"],
                        "bootstrap_ci95": _pair(paired_ratio_interval(*counts, n_boot=n_boot,
                                                                      seed=seed))}
+    result["actions"] = most_frequent_actions(
+        [[e for e in ev.episodes if e.goal in common_set] for ev in (a, b)])
     return result
+
+
+def most_frequent_actions(sides: Sequence[Sequence[Episode]], shown: int = ACTIONS_SHOWN
+                          ) -> dict[str, Any] | None:
+    """The ``shown`` actions with the largest share of steps, the sides' shares summed (ties
+    by name), and how many steps each side spent on each; None when an episode of either side
+    does not name its actions."""
+    if any(e.actions is None for side in sides for e in side):
+        return None
+    counts = [Counter(act for e in side for act in e.actions) for side in sides]
+    steps = [sum(len(e.actions) for e in side) for side in sides]
+    share = Counter()
+    for count, n in zip(counts, steps, strict=True):
+        for act, c in count.items():  # a side with no steps has no actions: n > 0 here
+            share[act] += c / n
+    top = sorted(share, key=lambda act: (-share[act], act))[:shown]
+    return {"steps": steps, "top": [{"action": act, "counts": [c[act] for c in counts]}
+                                    for act in top]}
 
 
 def _pct(x: float | None, signed: bool = False) -> str:
@@ -291,6 +318,16 @@ def format_markdown(result: dict[str, Any]) -> str:
                      f"{_pct(r['b']['rate'])} {_interval(r['b']['ci95'])} | "
                      f"{_pct(r['diff'], True)} {_interval(r['bootstrap_ci95'], True)} | "
                      f"bootstrap over goals; {r['a']['steps']} and {r['b']['steps']} steps |")
+    actions = result.get("actions")
+    if actions:
+        steps = actions["steps"]
+        lines += ["", f"The actions taken most often (steps, and their share of each side's "
+                      f"{steps[0]} and {steps[1]} steps):", "",
+                  f"| action | A: {la} | B: {lb} |", "|---|---|---|"]
+        for row in actions["top"]:
+            cells = [f"{c} ({_pct(c / n)}%)" for c, n in zip(row["counts"], steps, strict=True)]
+            name = row["action"].replace("|", "\\|").replace("`", "'")
+            lines.append(f"| `{name}` | {cells[0]} | {cells[1]} |")
     return "\n".join(lines)
 
 
@@ -357,10 +394,15 @@ def _episode_records(source: Path) -> list[Episode]:
         try:
             e = json.loads(line)
             n = int(e["length"])
+            actions = e.get("actions")
+            if actions is not None:
+                actions = tuple(str(act) for act in actions)
+                if len(actions) != n:
+                    raise ValueError(f"{len(actions)} actions for {n} steps")
             out.append(Episode(goal=str(e["task_id"]), task_type=str(e.get("task_type", "")),
                                won=bool(e["won"]), score=float(e["score"]), steps=n,
                                well_formed=n - int(e["malformed_replies"]),
-                               admissible=n - int(e["invalid_actions"])))
+                               admissible=n - int(e["invalid_actions"]), actions=actions))
         except (ValueError, KeyError, TypeError) as err:
             if number == len(lines):
                 break
@@ -395,7 +437,8 @@ def load_evaluation(path: str | Path, label: str | None = None) -> Evaluation:
         episodes.append(Episode(goal=r.task_id, task_type=r.task_type, won=r.won,
                                 score=r.score, steps=len(r.steps),
                                 well_formed=sum(bool(s.well_formed) for s in r.steps),
-                                admissible=sum(bool(s.action_valid) for s in r.steps)))
+                                admissible=sum(bool(s.action_valid) for s in r.steps),
+                                actions=tuple(s.action for s in r.steps)))
     summary = read_json(source.parent / "summary.json")
     meta = {}
     if isinstance(summary, dict):

@@ -35,9 +35,9 @@ if TYPE_CHECKING:
 
 Z95 = 1.959964
 EPISODES_FILE = "episodes.jsonl"
-"""One line per episode (task, length, return, score, won, malformed replies, invalid actions:
-:meth:`StepTable.episodes`), written beside ``trajectories.jsonl``: small enough to commit
-behind a table, and what ``gagpo compare`` pairs."""
+"""One line per episode (task, length, return, score, won, malformed replies, invalid actions,
+the actions in order: :meth:`StepTable.episodes`), written beside ``trajectories.jsonl``: small
+enough to commit behind a table, and what ``gagpo compare`` pairs."""
 
 
 def _json_value(v: Any) -> bool:

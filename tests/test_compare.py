@@ -17,18 +17,21 @@
 
 from __future__ import annotations
 
+import collections
 import json
 import math
 import shutil
 import statistics
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from gagpo.compare import (
+    ACTIONS_SHOWN,
     Episode,
     Evaluation,
     PairedT,
@@ -263,8 +266,8 @@ def test_cli_prints_the_table_with_gagpo_evals_own_numbers(evals, tmp_path, caps
         summary = json.loads((evals[name] / "summary.json").read_text())["by_type"]["all"]
         for rate in ("well_formed", "admissible"):
             assert same[rate]["ab"[i]]["ci95"] == pytest.approx(summary[f"{rate}_ci95"])
-    lines = printed.strip().splitlines()
-    table = [line for line in lines if line.startswith("|")]
+    blocks = printed.strip().split("\n\n")
+    table = next(b for b in blocks if b.startswith("| metric")).splitlines()
     assert table[0] == "| metric | A: random | B: rule | B - A [95% CI] | p or note |"
     assert [row.split(" | ")[0] for row in table[2:]] == [
         "| success %", "| score x100", "| well-formed replies %", "| admissible actions %"]
@@ -272,6 +275,26 @@ def test_cli_prints_the_table_with_gagpo_evals_own_numbers(evals, tmp_path, caps
     assert table[2].startswith(f"| success % | {100 * s['a']:.1f} | {100 * s['b']:.1f} | "
                                f"{100 * s['diff']:+.1f} [")
     assert f"B better on {s['sign_test']['b_better']} goals" in table[2]
+    # The actions each side took most often, counted over every step gagpo eval recorded.
+    steps = {n: [json.loads(line) for line in (evals[n] / "trajectories.jsonl").open()]
+             for n in ("random", "rule")}
+    taken = {n: collections.Counter(r["action"] for r in rows) for n, rows in steps.items()}
+    actions = result["actions"]
+    assert actions["steps"] == [len(steps["random"]), len(steps["rule"])]
+    assert len(actions["top"]) == ACTIONS_SHOWN
+    for row in actions["top"]:
+        assert row["counts"] == [taken["random"][row["action"]], taken["rule"][row["action"]]]
+    share = {a: taken["random"][a] / len(steps["random"]) + taken["rule"][a] / len(steps["rule"])
+             for a in taken["random"] | taken["rule"]}
+    assert [row["action"] for row in actions["top"]] == sorted(
+        share, key=lambda a: (-share[a], a))[:ACTIONS_SHOWN]
+    listed = next(b for b in blocks if b.startswith("| action")).splitlines()
+    first = actions["top"][0]
+    assert listed[0] == "| action | A: random | B: rule |"
+    assert listed[2] == (f"| `{first['action']}` | {first['counts'][0]} "
+                         f"({100 * first['counts'][0] / len(steps['random']):.1f}%) | "
+                         f"{first['counts'][1]} "
+                         f"({100 * first['counts'][1] / len(steps['rule']):.1f}%) |")
     # The folder and its summary.json name its episodes.jsonl; its trajectories.jsonl, every
     # step, holds the same episodes: one seed, one result whichever file is read.
     assert result["sources"] == [str(evals[n] / "episodes.jsonl") for n in ("random", "rule")]
@@ -405,6 +428,37 @@ def test_an_episodes_file_gives_each_episodes_counts_and_its_summary_the_sides_s
     # A bad line before the last loses an episode: an error that says where.
     (folder / "episodes.jsonl").write_text(lines[0] + "\n{oops\n" + lines[1] + "\n")
     with pytest.raises(ValueError, match=r"episodes.jsonl, line 2: not an episode record"):
+        load_evaluation(folder)
+
+
+def test_actions_are_counted_where_both_sides_name_them(tmp_path):
+    """Records that name their actions (gagpo eval's since they were kept) are counted; an
+    older side without them leaves the count out, not a table of zeros; a record whose actions
+    do not match its length is refused."""
+    from gagpo.compare import format_markdown
+
+    pages = ("click[next >]",) * 3 + ("click[buy now]",)
+    buys = ("search[red shoes]", "click[b01]", "click[buy now]", "click[buy now]")
+    a = side("A", [replace(ep("g1"), actions=buys), replace(ep("g2"), actions=buys)])
+    b = side("B", [replace(ep("g1"), actions=pages), replace(ep("g2"), actions=buys)])
+    result = compare(a, b, n_boot=200)
+    assert result["actions"] == {"steps": [8, 8], "top": [
+        {"action": "click[buy now]", "counts": [4, 3]},
+        {"action": "click[b01]", "counts": [2, 1]},  # level with next >: ties by name
+        {"action": "click[next >]", "counts": [0, 3]},
+        {"action": "search[red shoes]", "counts": [2, 1]}]}
+    text = format_markdown(result)
+    assert "| `click[next >]` | 0 (0.0%) | 3 (37.5%) |" in text
+    older = side("B", [ep("g1"), ep("g2")])
+    assert compare(a, older, n_boot=200)["actions"] is None
+    assert "| action" not in format_markdown(compare(a, older, n_boot=200))
+    folder = tmp_path / "eval"
+    folder.mkdir()
+    record = {"task_id": "g1", "won": False, "score": 0.0, "length": 3, "malformed_replies": 0,
+              "invalid_actions": 0, "actions": list(buys)}
+    (folder / "episodes.jsonl").write_text(json.dumps(record) + "\n" + json.dumps(record)
+                                           + "\n")
+    with pytest.raises(ValueError, match=r"line 1: not an episode record .*4 actions for 3"):
         load_evaluation(folder)
 
 

@@ -212,29 +212,33 @@ def test_step_rows_record_the_state_each_action_was_taken_in():
 def test_episode_summaries_and_json_rows():
     """One summary per trajectory, in trajectory order, whatever order the rows came in: its
     group and task, its length, the sum of its rewards, the last step's score and won, lost
-    to a dead worker if any of its rows was, and its rejected actions; ``to_dict`` holds every
-    column and the prompt's messages."""
+    to a dead worker if any of its rows was, its rejected actions and its actions in step
+    order; ``to_dict`` holds every column and the prompt's messages."""
     def row(trajectory, t, reward, score, won, valid=True, failed=False):
         return StepRow(group=trajectory // 2, trajectory=trajectory, t=t,
                        task_id=f"task-{trajectory // 2}", task_type="kind",
                        state_key="k", observation="o",
                        request=Request([{"role": "user", "content": f"p{trajectory}{t}"}]),
-                       reply="r", action="a", well_formed=True, action_valid=valid,
+                       reply="r", action=f"act {trajectory}.{t}", well_formed=True,
+                       action_valid=valid,
                        reward=reward, done=False, terminated=False, won=won, score=score,
                        failed=failed)
 
-    rows = [row(1, 0, 0.5, 0.2, False), row(0, 0, 1.0, 0.1, False, valid=False),
-            row(1, 1, 0.25, 0.9, True), row(0, 1, -0.5, 0.4, False, failed=True),
+    rows = [row(1, 0, 0.5, 0.2, False), row(0, 1, -0.5, 0.4, False, failed=True),
+            row(1, 1, 0.25, 0.9, True), row(0, 0, 1.0, 0.1, False, valid=False),
             row(2, 0, 0.0, 0.0, False)]
     table = StepTable(rows=rows, num_envs=3, group_size=2)
     common = {"task_type": "kind", "malformed_replies": 0}
     assert table.episodes() == [
         {"trajectory": 0, "group": 0, "task_id": "task-0", "length": 2, "return": 0.5,
-         "score": 0.4, "won": False, "failed": True, "invalid_actions": 1, **common},
+         "score": 0.4, "won": False, "failed": True, "invalid_actions": 1,
+         "actions": ["act 0.0", "act 0.1"], **common},
         {"trajectory": 1, "group": 0, "task_id": "task-0", "length": 2, "return": 0.75,
-         "score": 0.9, "won": True, "failed": False, "invalid_actions": 0, **common},
+         "score": 0.9, "won": True, "failed": False, "invalid_actions": 0,
+         "actions": ["act 1.0", "act 1.1"], **common},
         {"trajectory": 2, "group": 1, "task_id": "task-1", "length": 1, "return": 0.0,
-         "score": 0.0, "won": False, "failed": False, "invalid_actions": 0, **common},
+         "score": 0.0, "won": False, "failed": False, "invalid_actions": 0,
+         "actions": ["act 2.0"], **common},
     ]
     d = rows[0].to_dict()
     assert d["prompt"] == [{"role": "user", "content": "p10"}] and "request" not in d
