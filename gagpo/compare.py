@@ -396,6 +396,8 @@ def _episode_records(source: Path) -> list[Episode]:
             n = int(e["length"])
             actions = e.get("actions")
             if actions is not None:
+                if not isinstance(actions, list):
+                    raise ValueError(f"actions is a {type(actions).__name__}, not a list")
                 actions = tuple(str(act) for act in actions)
                 if len(actions) != n:
                     raise ValueError(f"{len(actions)} actions for {n} steps")

@@ -460,6 +460,11 @@ def test_actions_are_counted_where_both_sides_name_them(tmp_path):
                                            + "\n")
     with pytest.raises(ValueError, match=r"line 1: not an episode record .*4 actions for 3"):
         load_evaluation(folder)
+    record |= {"actions": "abc"}  # as many characters as steps: still not a list of actions
+    (folder / "episodes.jsonl").write_text(json.dumps(record) + "\n" + json.dumps(record)
+                                           + "\n")
+    with pytest.raises(ValueError, match=r"line 1: not an episode record .*a str, not a list"):
+        load_evaluation(folder)
 
 
 def test_trajectories_give_the_same_episodes_as_the_episodes_file(evals, tmp_path):
