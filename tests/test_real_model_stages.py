@@ -200,7 +200,7 @@ def test_roomy_training_changes_memory_and_time_only(tmp_path):
         assert changed == (set() if already else {"gradient_checkpointing",
                                                   "return_freed_memory"}), st.name
         assert already == (st.name.startswith(("seeds_", "half_lora_", "two_thirds_lora_",
-                                               "lora_lr3e4_one_pass_"))
+                                               "lora_lr3e4_one_pass_", "lora_lr2e4_one_pass_"))
                            or st.name == "alfworld_wins_gagpo")
         assert changed <= set(RESUME_MAY_CHANGE)
 
@@ -560,43 +560,51 @@ def test_every_lora_recipe_pairs_with_full_fine_tuning_on_the_seeds_both_finishe
     assert full_fine_tuning_table(tmp_path / "gone", s, out) == table
 
 
-def test_brisk_lora_is_the_fair_comparisons_lora_at_lr_3e4_in_one_decoding_pass(tmp_path):
-    """The fourth recipe trains what its README says (the flags given last win, as the
-    trainer's own parser reads them), the iteration benchmark times that same command, and
-    the report pairs its seeds with today's recipe's."""
+@pytest.mark.parametrize(("folder", "lr"), [("lora_lr3e4_one_pass", "3e-4"),
+                                            ("lora_lr2e4_one_pass", "2e-4")])
+def test_one_pass_lora_is_the_fair_comparisons_lora_at_another_rate_in_one_decoding_pass(
+        tmp_path, folder, lr):
+    """Each one-pass LoRA recipe trains what its README says (the flags given last win, as the
+    trainer's own parser reads them), the iteration benchmark times that same work (the rate
+    changes none), and the report pairs its seeds with today's recipe's."""
     from benchmarks.iteration_time import RECIPES
     from benchmarks.real_model import (
-        BRISK_LORA,
-        brisk_lora_stages,
+        ONE_PASS_LORA,
         full_fine_tuning_table,
+        one_pass_lora_stages,
         seed_stages,
     )
 
     s = Settings()
     fair = {st.name.removeprefix("seeds_"): st for st in seed_stages(tmp_path, s)}
-    mine = {st.name.removeprefix(f"{BRISK_LORA}_"): st for st in brisk_lora_stages(tmp_path, s)}
+    mine = {st.name.removeprefix(f"{folder}_"): st for st in one_pass_lora_stages(tmp_path, s)
+            if st.name.startswith(f"{folder}_")}
     assert sorted(mine) == sorted(n for n in fair if n.startswith("gagpo_"))
     assert {st.name for st in stages(tmp_path, s)} >= {st.name for st in mine.values()}
     parser = build_parser()
+    # The benchmark's lora-brisk is this work: the same flags, the last learning rate apart.
+    timed = list(RECIPES["lora-brisk"])
+    timed[len(timed) - timed[::-1].index("--lr")] = lr
     for name, stage in mine.items():
         if stage.command[1] != "train":
             assert stage.command[stage.command.index("--policy") + 1] == str(
-                tmp_path / BRISK_LORA / name.removesuffix("_eval") / "final")
+                tmp_path / folder / name.removesuffix("_eval") / "final")
             continue
         cfg = config_from_args(parser.parse_args(stage.command[1:])).to_dict()
         base = config_from_args(parser.parse_args(fair[name].command[1:])).to_dict()
-        assert (cfg["lr"], cfg["rollout_batch_tokens"]) == (3e-4, 0)
+        assert (cfg["lr"], cfg["rollout_batch_tokens"]) == (float(lr), 0)
         assert (base["lr"], base["rollout_batch_tokens"]) == (1e-4, 8192)
         assert (cfg["lora_rank"], cfg["kl_coef"], cfg["gradient_checkpointing"]) == (16, 0.0,
                                                                                      "off")
         differ = {k for k, v in cfg.items() if base[k] != v}
         assert differ == {"lr", "rollout_batch_tokens", "out_dir"}
-        assert stage.command[-len(RECIPES["lora-brisk"]):] == RECIPES["lora-brisk"]
+        assert stage.command[-len(timed):] == timed
+    assert list(ONE_PASS_LORA)[0] == "lora_lr3e4_one_pass"  # its stages keep their places
     work = tmp_path / "work"
     write_evaluation(work / "full_fine_tuning" / "eval_gagpo_s0", [True, True, False, False],
                      invalid=0)
-    write_evaluation(work / BRISK_LORA / "eval_gagpo_s0", [True, True, True, False], invalid=1)
+    write_evaluation(work / folder / "eval_gagpo_s0", [True, True, True, False], invalid=1)
     table = full_fine_tuning_table(work, Settings(goals=4))
-    assert table.startswith(f"LoRA on every layer at lr 3e-4, one pass (`{BRISK_LORA}`, ")
-    assert "| LoRA on every layer at lr 3e-4, one pass | 0 | 75.0 |" in table
+    assert table.startswith(f"LoRA on every layer at lr {lr}, one pass (`{folder}`, ")
+    assert f"| LoRA on every layer at lr {lr}, one pass | 0 | 75.0 |" in table
     assert "| across 1 seed | +25.0 [n/a] |" in table
