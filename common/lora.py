@@ -140,3 +140,101 @@ def merge_loaded_adapters(model: Any) -> Any:
     # weights are cast again each time; the tied embedding and output layer included).
     model.requires_grad_(True)
     return model
+
+
+class _FoldedLoraProduct(torch.autograd.Function):
+    """``x @ (W + s B A)^T + bias`` whose gradient reaches the adapters ``A`` and ``B`` as an
+    unmerged layer's does: ``dA = s (g B)^T x``, ``dB = s g^T (x A^T)``, ``dx = g (W + s B A)``.
+    The folded weight is a constant of the pass (the adapters do not change before the
+    optimizer's step); the input's gradient is one product with it, where an unmerged layer
+    runs three and adds two."""
+
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor, folded: torch.Tensor, bias: torch.Tensor | None,
+                lora_a: torch.Tensor, lora_b: torch.Tensor, scale: float) -> torch.Tensor:
+        down = x @ lora_a.t()  # x A^T, which B's gradient reads
+        ctx.save_for_backward(x, down, folded, lora_a, lora_b)
+        ctx.scale = scale
+        return torch.nn.functional.linear(x, folded, bias)
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
+        x, down, folded, lora_a, lora_b = ctx.saved_tensors
+        flat_grad = grad.reshape(-1, grad.shape[-1])
+        grad_down = flat_grad @ lora_b  # g B
+        grad_a = (grad_down.t() @ x.reshape(-1, x.shape[-1])) * ctx.scale
+        grad_b = (flat_grad.t() @ down.reshape(-1, down.shape[-1])) * ctx.scale
+        return grad @ folded, None, None, grad_a, grad_b, None
+
+
+def _folds(layer: Any) -> str | None:
+    """The one adapter of ``layer`` that :func:`folded_lora_update` may fold, None if the
+    layer must run as peft runs it (adapters off or merged, several adapters, dropout, a
+    variant such as DoRA, a base layer other than ``nn.Linear``)."""
+    names = [n for n in layer.active_adapters if n in layer.lora_A]
+    if layer.disable_adapters or layer.merged or len(names) != 1:
+        return None
+    name = names[0]
+    if name in getattr(layer, "lora_variant", {}) or layer.use_dora.get(name, False):
+        return None
+    if not isinstance(layer.lora_dropout[name], torch.nn.Identity):
+        return None
+    if type(layer.get_base_layer()) is not torch.nn.Linear:
+        return None
+    return name
+
+
+class _Fold:
+    """A LoRA layer's folded weight ``W + s B A``, folded again whenever an optimizer has
+    stepped the adapters in place since (their version counters moved)."""
+
+    def __init__(self, layer: Any, name: str) -> None:
+        base = layer.get_base_layer()
+        self.weight, self.bias = base.weight, base.bias
+        self.lora_a, self.lora_b = layer.lora_A[name].weight, layer.lora_B[name].weight
+        self.scale = float(layer.scaling[name])
+        self.versions: tuple[int, int] | None = None
+        self.folded = self.weight
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        versions = (self.lora_a._version, self.lora_b._version)
+        if versions != self.versions:
+            with torch.no_grad():
+                self.folded = torch.addmm(self.weight, self.lora_b, self.lora_a,
+                                          alpha=self.scale)
+            self.versions = versions
+        return _FoldedLoraProduct.apply(x, self.folded, self.bias, self.lora_a, self.lora_b,
+                                        self.scale)
+
+
+@contextlib.contextmanager
+def folded_lora_update(model: Any) -> Iterator[None]:
+    """Inside, each plain LoRA layer of ``model`` (one adapter, no dropout, an ``nn.Linear``
+    base) runs as one product with ``W + s B A`` and gives the adapters their exact gradients
+    (:class:`_FoldedLoraProduct`): the same log-probs and gradients up to floating-point
+    rounding, without peft's two extra products, scaling and sum per layer and pass, and two
+    of their backward products. The fold is made again after each optimizer step (the
+    adapters' version counters say when). Holds a copy of every adapted weight. In float32:
+    under autocast, and with adapters disabled (a KL reference pass), layers run as peft runs
+    them. On exit every layer is peft's again. A model without adapters is left as it is."""
+    patched = []
+    try:
+        for layer in _lora_layers(model):
+            name = _folds(layer)
+            if name is None:
+                continue
+            fold, peft_forward = _Fold(layer, name), layer.forward
+
+            def forward(x: torch.Tensor, *args: Any, _layer: Any = layer, _fold: _Fold = fold,
+                        _peft: Any = peft_forward, **kwargs: Any) -> torch.Tensor:
+                if args or kwargs or _layer.disable_adapters or \
+                        torch.is_autocast_enabled(x.device.type):
+                    return _peft(x, *args, **kwargs)
+                return _fold(x)
+
+            layer.forward = forward  # an instance attribute: nn.Module calls it
+            patched.append(layer)
+        yield
+    finally:
+        for layer in patched:
+            del layer.forward

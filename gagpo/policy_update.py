@@ -22,7 +22,7 @@ import torch
 
 from gagpo.agents.policies.kv_cache import gagpo_attention
 from gagpo.batching import micro_batches, packed_micro_batches
-from gagpo.common.lora import lora_passes_in
+from gagpo.common.lora import folded_lora_update, lora_passes_in
 from gagpo.distributed import (
     all_reduce_sum,
     full_parameters,
@@ -184,15 +184,20 @@ def packs_prompts(cfg: TrainConfig, model: Any) -> bool:
     return next(model.parameters()).device.type == "cpu"
 
 
-def without_needless_casts(model: Any, amp: torch.dtype | None, world: int
-                           ) -> contextlib.AbstractContextManager:
-    """A LoRA update's passes without the casts that change no value (``common.lora``), in
-    one process on a CPU: there every pass cast each frozen weight again, and memory is not
-    what runs out. Elsewhere a no-op: on a GPU the copies would take memory that checkpointing
-    may have been asked to save; DDP and FSDP keep the parameters they were given."""
-    if amp is None or world > 1 or next(model.parameters()).device.type != "cpu":
+def lora_update_passes(model: Any, cfg: TrainConfig, amp: torch.dtype | None, world: int
+                       ) -> contextlib.AbstractContextManager:
+    """A LoRA update's passes made cheaper without changing their values beyond rounding, in
+    one process on a CPU: under autocast without the casts that change no value
+    (``common.lora.lora_passes_in``: every pass cast each frozen weight again), in float32 with
+    each adapted layer run as one product with its adapters folded in (``--fold-lora``,
+    ``common.lora.folded_lora_update``). Elsewhere a no-op: on a GPU the copies would take
+    memory that checkpointing may have been asked to save; DDP and FSDP keep the parameters
+    they were given."""
+    if world > 1 or next(model.parameters()).device.type != "cpu":
         return contextlib.nullcontext()
-    return lora_passes_in(model, amp)
+    if amp is not None:
+        return lora_passes_in(model, amp)
+    return folded_lora_update(model) if cfg.fold_lora == "auto" else contextlib.nullcontext()
 
 
 def update(model: Any, ref_model: Any | None, optimizer: torch.optim.Optimizer,
@@ -256,7 +261,7 @@ def update(model: Any, ref_model: Any | None, optimizer: torch.optim.Optimizer,
 
     lengths = [len(p) + len(r) for p, r in zip(batch.prompt, batch.reply, strict=True)]
     # Packed passes attend split (prompt causal, replies under the mask) forward and backward.
-    with without_needless_casts(model, amp, world), gagpo_attention(model):
+    with lora_update_passes(model, cfg, amp, world), gagpo_attention(model):
         grad_norm = optimizer_steps(model, optimizer, lengths, cfg, world=world,
                                     epoch_seed=epoch_seed, count=count, micro_step=micro_step,
                                     split=packed_split if packed else None)

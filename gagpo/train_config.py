@@ -189,6 +189,12 @@ class TrainConfig:
         "same log-probs up to rounding, on fewer tokens (PPO's critic: each distinct prompt "
         "once): auto (on a CPU, where padding costs as much as tokens) | on | off",
         choices=["auto", "on", "off"])
+    fold_lora: str = arg(
+        "auto", "the update's LoRA layers as one product each with the adapters folded into "
+        "the weight, their gradients computed by hand (the same log-probs and gradients up to "
+        "rounding, two products fewer per layer, a copy of the adapted weights held during "
+        "the update): auto (on a CPU in one process without autocast) | off",
+        choices=["auto", "off"])
     rollout_batch_tokens: int = arg(0, "cache positions per generation pass of the "
                                        "transformers policy: rows x (longest prompt + "
                                        "max_new_tokens); bounds the decoding cache's memory "

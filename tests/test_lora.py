@@ -9,7 +9,7 @@ import torch
 from peft import LoraConfig, get_peft_model
 
 from gagpo.agents.models import TinySpec, load_model, tiny_model_folder
-from gagpo.common.lora import folded_for_sampling
+from gagpo.common.lora import folded_for_sampling, folded_lora_update
 
 IDS = torch.tensor([[5, 6, 7, 8, 9, 10, 11]])
 
@@ -140,8 +140,8 @@ def _lora_update(monkeypatch, hold: bool):
     from gagpo.train_config import TrainConfig
 
     if not hold:  # the update as it was: every cast made at every pass
-        monkeypatch.setattr(policy_update, "without_needless_casts",
-                            lambda model, amp, world: contextlib.nullcontext())
+        monkeypatch.setattr(policy_update, "lora_update_passes",
+                            lambda model, cfg, amp, world: contextlib.nullcontext())
     torch.manual_seed(3)
     model = _lora_model()
     bases = [m.get_base_layer() for m in model.modules() if hasattr(m, "lora_A")]
@@ -194,6 +194,117 @@ def test_a_lora_update_on_a_cpu_skips_the_casts_that_change_no_value_and_moves_a
     torch.manual_seed(3)
     start = {n: p for n, p in _lora_model().named_parameters() if p.requires_grad}
     assert any(not torch.equal(held[n], start[n]) for n in held)  # the update moved them
+
+
+def _adapters(model) -> dict[str, torch.Tensor]:
+    return {n: p for n, p in model.named_parameters() if p.requires_grad}
+
+
+def _loss(model, ids=IDS) -> torch.Tensor:
+    # Weighted so that every position's gradient differs.
+    logits = model(input_ids=ids).logits
+    return (logits.log_softmax(-1) * torch.linspace(-1, 1, logits.shape[-1])).sum()
+
+
+def test_a_folded_lora_update_gives_peft_s_log_probs_and_gradients():
+    """In float32 each adapted layer runs as one product with ``W + s B A`` and computes its
+    adapters' gradients itself: the loss and every adapter's gradient are peft's, and on exit
+    the layers run peft's own forward again."""
+    torch.manual_seed(0)
+    model = _lora_model()
+    loss = _loss(model)
+    loss.backward()
+    want = {n: p.grad.clone() for n, p in _adapters(model).items()}
+    model.zero_grad(set_to_none=True)
+    layers = [m for m in model.modules() if hasattr(m, "lora_A")]
+    with folded_lora_update(model):
+        assert all("forward" in vars(m) for m in layers)
+        folded = _loss(model)
+        folded.backward()
+    assert not any("forward" in vars(m) for m in layers)
+    torch.testing.assert_close(folded, loss, rtol=1e-5, atol=1e-4)
+    got = {n: p.grad for n, p in _adapters(model).items()}
+    assert got.keys() == want.keys() and any("lora_A" in n for n in got)
+    for n in want:
+        # rounding: the products are summed in another order
+        torch.testing.assert_close(got[n], want[n], rtol=1e-4,
+                                   atol=1e-5 * float(want[n].abs().max()), msg=n)
+
+
+def test_a_folded_lora_update_folds_again_after_each_optimizer_step():
+    """Several optimizer steps in one update (PPO epochs, minibatches): each pass after a step
+    runs the adapters as they are now, not as they were folded."""
+    torch.manual_seed(0)
+    model = _lora_model()
+    optimizer = torch.optim.SGD(_adapters(model).values(), lr=0.5)
+    with folded_lora_update(model):
+        for _ in range(2):
+            optimizer.zero_grad()
+            _loss(model).backward()
+            optimizer.step()
+        with torch.no_grad():
+            folded = model(input_ids=IDS).logits
+    with torch.no_grad():
+        torch.testing.assert_close(folded, model(input_ids=IDS).logits, rtol=1e-5, atol=1e-5)
+
+
+def test_a_folded_lora_update_leaves_the_reference_pass_and_other_layers_to_peft():
+    """With the adapters disabled (the KL reference pass) the base model runs; a layer with
+    dropout is left as peft runs it."""
+    torch.manual_seed(0)
+    model = _lora_model()
+    plain = load_model(tiny_model_folder(TinySpec()))[0]
+    with torch.no_grad(), folded_lora_update(model), model.disable_adapter():
+        torch.testing.assert_close(model(input_ids=IDS).logits, plain(input_ids=IDS).logits)
+    dropped = get_peft_model(load_model(tiny_model_folder(TinySpec()))[0], LoraConfig(
+        r=4, lora_alpha=8, lora_dropout=0.1, target_modules="all-linear"))
+    with folded_lora_update(dropped):
+        assert not any("forward" in vars(m) for m in dropped.modules() if hasattr(m, "lora_A"))
+
+
+def _float32_lora_update(fold: str) -> tuple[dict[str, torch.Tensor], int]:
+    """One float32 LoRA update of the tiny model on a CPU: its adapters after, and how many
+    matrix products its passes ran."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    import gagpo.policy_update as policy_update
+    from gagpo.train_config import TrainConfig
+
+    class Products(TorchDispatchMode):
+        count = 0
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            if func in (torch.ops.aten.mm.default, torch.ops.aten.addmm.default,
+                        torch.ops.aten.bmm.default):
+                Products.count += 1
+            return func(*args, **(kwargs or {}))
+
+    torch.manual_seed(3)
+    model = _lora_model()
+    prompts = [[5, 6, 7, 8, 9]] * 2 + [[11, 12, 13]] * 2
+    replies = [[40, 41, 42], [43, 44], [45, 46, 47, 48], [49]]
+    batch = {"prompt": prompts, "reply": replies, "adv": [1.0, -1.0, 0.5, -0.5],
+             "old_logp": [[-3.0] * len(r) for r in replies]}
+    cfg = TrainConfig(lr=1e-2, kl_coef=0.0, lora_rank=4, micro_batch_tokens=16,
+                      num_minibatches=2, fold_lora=fold)
+    with Products():
+        policy_update.update(model, None, torch.optim.SGD(_adapters(model).values(), lr=1e-2),
+                             batch, cfg, world=1, epoch_seed=0, amp=None, pad_id=0)
+    return {n: p.detach().clone() for n, p in _adapters(model).items()}, Products.count
+
+
+def test_a_float32_lora_update_on_a_cpu_folds_its_adapters_and_moves_as_before():
+    """``--fold-lora auto`` (the default) on a CPU in float32: fewer products, the same
+    adapters after two optimizer steps up to rounding; ``off`` runs peft's layers."""
+    folded, folded_products = _float32_lora_update("auto")
+    unfolded, products = _float32_lora_update("off")
+    assert folded_products < products
+    assert folded.keys() == unfolded.keys()
+    for n in folded:
+        torch.testing.assert_close(folded[n], unfolded[n], rtol=1e-5, atol=1e-6, msg=n)
+    torch.manual_seed(3)
+    start = _adapters(_lora_model())
+    assert any(not torch.equal(folded[n], start[n]) for n in folded)  # the update moved them
 
 
 def test_lora_on_the_last_layers_only_runs_no_backward_below_them(tmp_path):
