@@ -399,7 +399,7 @@ RESUME_MAY_CHANGE: dict[str, str] = {
 #: What runs did before a setting existed, where today's default differs: a checkpoint that
 #: predates the setting is compared as having this value.
 BEFORE_IT_EXISTED: dict[str, Any] = {"invalid_penalty_target": "return",
-                                     "gagpo_variant": "paper"}
+                                     "gagpo_variant": "paper", "fold_lora": "off"}
 
 
 def resume_differences(saved: dict[str, Any], cfg: TrainConfig, saved_ranks: int,

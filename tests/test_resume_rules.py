@@ -48,7 +48,7 @@ MUST_MATCH = {
     "ratio_level", "clip_eps", "clip_eps_high", "dual_clip", "kl_coef", "entropy_coef",
     "aggregation",
     "lr", "weight_decay", "max_grad_norm", "ppo_epochs", "num_minibatches",
-    "micro_batch_tokens", "pack_prompts", "rollout_batch_tokens", "recompute_old_logp",
+    "micro_batch_tokens", "pack_prompts", "fold_lora", "rollout_batch_tokens", "recompute_old_logp",
     "bc_episodes", "bc_teacher", "bc_epochs", "bc_lr", "bc_batch",
     "eval_every", "eval_episodes", "eval_batch", "seed",
 }
@@ -166,16 +166,18 @@ def test_another_number_of_ranks_is_a_refused_difference():
 
 
 def test_a_checkpoint_that_predates_a_setting_compares_as_its_default_or_earlier_value():
-    assert BEFORE_IT_EXISTED == {"invalid_penalty_target": "return", "gagpo_variant": "paper"}
+    then = {"invalid_penalty_target": "return", "gagpo_variant": "paper", "fold_lora": "off"}
+    assert then == BEFORE_IT_EXISTED
     assert TrainConfig().invalid_penalty_target != "return"  # else the entry would be moot
     assert TrainConfig().gagpo_variant != "paper"
+    assert TrainConfig().fold_lora != "off"  # a LoRA run's update ran peft's layers then
     old = TrainConfig().to_dict()
-    for name in ("lr", "parallel", "env_kwargs", "invalid_penalty_target", "gagpo_variant"):
+    for name in ("lr", "parallel", "env_kwargs", *then):
         del old[name]
-    then = {"invalid_penalty_target": "return", "gagpo_variant": "paper"}
     assert resume_differences(old, TrainConfig(**then), 1, 1) == {}
     assert resume_differences(old, TrainConfig(), 1, 1) == {
-        "invalid_penalty_target": ("return", "step"), "gagpo_variant": ("paper", "ancestor-td")}
+        "invalid_penalty_target": ("return", "step"), "gagpo_variant": ("paper", "ancestor-td"),
+        "fold_lora": ("off", "auto")}
     assert resume_differences(old, TrainConfig(lr=2e-3, env_kwargs={"a": 1}, **then), 1, 1) == {
         "lr": (1e-6, 2e-3), "env_kwargs": ({}, {"a": 1})}
     # A checkpoint that has the setting is compared with its own value.
