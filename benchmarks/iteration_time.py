@@ -38,7 +38,6 @@ Recipes (:data:`RECIPES`):
   the default in float32 on a CPU): the same log-probs and gradients up to rounding.
 * ``lora-brisk-unfolded``: ``lora-brisk`` with peft's own layers in the update (``--fold-lora
   off``), as every LoRA recipe ran before the fold existed: the fold's saving, side by side.
-* ``lora-brisk-big-passes``: ``lora-brisk`` with 8,192 tokens an update pass.
 
     python -m benchmarks.iteration_time --model runs/real_model/warm_start/final
     python -m benchmarks.iteration_time --model DIR --recipes today,lora --iterations 2 \\
@@ -79,7 +78,6 @@ RECIPES: dict[str, list[str]] = {
     "lora-two-thirds": [*CHEAP, *TWO_THIRDS_LORA],
     "lora-brisk": [*CHEAP, *BRISK_LORA_FLAGS],
     "lora-brisk-unfolded": [*CHEAP, *BRISK_LORA_FLAGS, "--fold-lora", "off"],
-    "lora-brisk-big-passes": [*CHEAP, *BRISK_LORA_FLAGS, "--micro-batch-tokens", "8192"],
 }
 
 
