@@ -164,7 +164,10 @@ class _FoldedLoraProduct(torch.autograd.Function):
         grad_down = flat_grad @ lora_b  # g B
         grad_a = (grad_down.t() @ x.reshape(-1, x.shape[-1])) * ctx.scale
         grad_b = (flat_grad.t() @ down.reshape(-1, down.shape[-1])) * ctx.scale
-        return grad @ folded, None, None, grad_a, grad_b, None
+        # No input gradient where nothing below needs one (the first layer's projections
+        # read the frozen embeddings), as autograd skips it for peft's frozen product.
+        grad_x = grad @ folded if ctx.needs_input_grad[0] else None
+        return grad_x, None, None, grad_a, grad_b, None
 
 
 def _folds(layer: Any) -> str | None:
