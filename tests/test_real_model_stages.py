@@ -611,3 +611,24 @@ def test_one_pass_lora_is_the_fair_comparisons_lora_at_another_rate_in_one_decod
     assert table.startswith(f"LoRA on every layer at lr {lr}, one pass (`{folder}`, ")
     assert f"| LoRA on every layer at lr {lr}, one pass | 0 | 75.0 |" in table
     assert "| across 1 seed | +25.0 [n/a] |" in table
+
+
+def test_the_unfolded_lora_recipe_is_lora_brisk_with_peft_s_layers_only(tmp_path):
+    """The iteration benchmark's ``lora-brisk-unfolded`` times the fold's saving: the trainer
+    reads its command as ``lora-brisk``'s with ``--fold-lora off``, and ``lora-brisk`` folds."""
+    from benchmarks.iteration_time import RECIPES
+    from benchmarks.real_model import FAIR, train_command
+
+    parser = build_parser()
+    s = Settings()
+
+    def config(name: str) -> dict:
+        cmd = train_command("warm", tmp_path / name, s, seed=0, iterations=1) + FAIR \
+            + RECIPES[name]
+        return config_from_args(parser.parse_args(cmd[1:])).to_dict()
+
+    folded, unfolded = config("lora-brisk"), config("lora-brisk-unfolded")
+    assert (folded["fold_lora"], unfolded["fold_lora"]) == ("auto", "off")
+    assert folded["lora_rank"] == 16
+    differ = {k for k in folded if folded[k] != unfolded[k]}
+    assert differ == {"fold_lora", "out_dir"}
