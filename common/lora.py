@@ -1,5 +1,7 @@
-"""LoRA adapters folded into the weights where nothing trains (rollouts and evaluations), and
-an update's passes without the casts that change no value (:func:`lora_passes_in`).
+"""LoRA adapters folded into the weights where nothing trains (rollouts and evaluations), an
+update's passes without the casts that change no value (:func:`lora_passes_in`, under
+autocast), and in float32 an update whose adapted layers each run as one folded product with
+the adapters' gradients computed by hand (:func:`folded_lora_update`).
 
 An unmerged LoRA layer runs three products (the frozen weight, then A and B) and a few more
 kernel calls for every linear layer of every decoding step, and under autocast its frozen
