@@ -198,8 +198,8 @@ class _Fold:
         self.weight, self.bias = base.weight, base.bias
         self.lora_a, self.lora_b = layer.lora_A[name].weight, layer.lora_B[name].weight
         self.scale = float(layer.scaling[name])
-        self.versions: tuple[int, int] | None = None
-        self.folded = self.weight
+        self.versions: tuple[int, int] | None = None  # none yet: fold at the first pass
+        self.folded = torch.empty(0)
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         versions = (self.lora_a._version, self.lora_b._version)
