@@ -407,10 +407,13 @@ def resume_differences(saved: dict[str, Any], cfg: TrainConfig, saved_ranks: int
     """``{name: (checkpoint's value, new value)}`` for every setting in which ``cfg`` differs
     from a checkpoint's settings ``saved``, plus ``ranks`` when the number of processes does.
     A setting the checkpoint predates counts as having its default, or the value runs had
-    before it existed (:data:`BEFORE_IT_EXISTED`)."""
+    before it existed (:data:`BEFORE_IT_EXISTED`). ``fold_lora`` does not count in a run
+    without LoRA adapters, where it changes nothing."""
     defaults = TrainConfig().to_dict() | BEFORE_IT_EXISTED
     diffs = {name: (saved.get(name, defaults[name]), value)
              for name, value in cfg.to_dict().items() if saved.get(name, defaults[name]) != value}
+    if not cfg.lora_rank and not saved.get("lora_rank", 0):
+        diffs.pop("fold_lora", None)  # no adapters: nothing is folded either way
     if saved_ranks != ranks:
         diffs["ranks"] = (saved_ranks, ranks)
     return diffs

@@ -98,8 +98,10 @@ def test_each_setting_a_resume_changes_is_accepted_or_refused_by_name(name):
     f = next(f for f in dataclasses.fields(TrainConfig) if f.name == name)
     old, new = _default(f), other_value(f)
     assert new != old
-    saved = TrainConfig().to_dict()
-    cfg = TrainConfig(**{name: new})  # valid: the config accepts it
+    # --fold-lora counts in a LoRA run only (test_a_checkpoint_that_predates_a_setting...)
+    base = {"lora_rank": 8} if name == "fold_lora" else {}
+    saved = TrainConfig(**base).to_dict()
+    cfg = TrainConfig(**base, **{name: new})  # valid: the config accepts it
     diffs = resume_differences(saved, cfg, 1, 1)
     assert diffs == {name: (old, new)}
     if name in MAY_CHANGE:
@@ -117,7 +119,7 @@ def test_each_setting_a_resume_changes_is_accepted_or_refused_by_name(name):
         "new ones (the differences are then recorded in config_changes.jsonl).")
 
     # Overridden: the refused setting comes back as a line, and nothing is raised.
-    cfg = TrainConfig(**{name: new, "resume_override": True})
+    cfg = TrainConfig(**base, **{name: new, "resume_override": True})
     diffs = resume_differences(saved, cfg, 1, 1)
     assert diffs == {name: (old, new), "resume_override": (False, True)}
     assert check_resume(diffs, cfg, 3) == [_line(name, old, new)]
@@ -175,9 +177,14 @@ def test_a_checkpoint_that_predates_a_setting_compares_as_its_default_or_earlier
     for name in ("lr", "parallel", "env_kwargs", *then):
         del old[name]
     assert resume_differences(old, TrainConfig(**then), 1, 1) == {}
+    # Without adapters --fold-lora changes nothing: an older full fine-tuning run resumes.
     assert resume_differences(old, TrainConfig(), 1, 1) == {
+        "invalid_penalty_target": ("return", "step"), "gagpo_variant": ("paper", "ancestor-td")}
+    old_lora = {**old, "lora_rank": 8}
+    assert resume_differences(old_lora, TrainConfig(lora_rank=8), 1, 1) == {
         "invalid_penalty_target": ("return", "step"), "gagpo_variant": ("paper", "ancestor-td"),
         "fold_lora": ("off", "auto")}
+    assert resume_differences(old_lora, TrainConfig(lora_rank=8, **then), 1, 1) == {}
     assert resume_differences(old, TrainConfig(lr=2e-3, env_kwargs={"a": 1}, **then), 1, 1) == {
         "lr": (1e-6, 2e-3), "env_kwargs": ({}, {"a": 1})}
     # A checkpoint that has the setting is compared with its own value.
