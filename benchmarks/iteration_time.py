@@ -33,11 +33,13 @@ Recipes (:data:`RECIPES`):
   (:data:`benchmarks.real_model.TWO_THIRDS_LORA`); its learning too is compared apart.
 * ``lora-brisk``: ``lora`` at lr 3e-4 with every rollout row in one generation pass
   (:data:`benchmarks.real_model.BRISK_LORA_FLAGS`); the learning rate leaves an iteration's
-  cost alone, so its time is ``lora-one-pass``'s; its learning is compared apart. Its update
-  runs each adapted layer as one product with the adapters folded in (``--fold-lora auto``,
-  the default in float32 on a CPU): the same log-probs and gradients up to rounding.
+  cost alone, so its time is ``lora-one-pass``'s; its learning is compared apart.
 * ``lora-brisk-unfolded``: ``lora-brisk`` with peft's own layers in the update (``--fold-lora
   off``), as every LoRA recipe ran before the fold existed: the fold's saving, side by side.
+
+In float32 on a CPU every other LoRA recipe's update runs each adapted layer as one product
+with its adapters folded in (``--fold-lora auto``, the default since 743a6c9): the same
+log-probs and gradients up to rounding.
 
     python -m benchmarks.iteration_time --model runs/real_model/warm_start/final
     python -m benchmarks.iteration_time --model DIR --recipes today,lora --iterations 2 \\

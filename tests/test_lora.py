@@ -1,7 +1,8 @@
 """LoRA folded into the weights where nothing trains: a LoRA run's rollouts sample from the
 model it trains (folded for the rollout, the frozen weights untouched after), and its
 ``final/`` adapters load as the model it trained. On a CPU its update's passes skip the casts
-that change no value, with the same result."""
+that change no value under autocast, and in float32 run each adapted layer as one folded
+product, with the same result."""
 
 import contextlib
 
@@ -131,6 +132,14 @@ def test_a_lora_models_rollout_projects_only_the_last_prompt_position_onto_the_v
         assert positions and max(positions) == 1, positions  # prefill and decoding alike
 
 
+def _update_batch() -> dict[str, list]:
+    """Four rows for one update: two prompts, each shared by two replies."""
+    prompts = [[5, 6, 7, 8, 9]] * 2 + [[11, 12, 13]] * 2
+    replies = [[40, 41, 42], [43, 44], [45, 46, 47, 48], [49]]
+    return {"prompt": prompts, "reply": replies, "adv": [1.0, -1.0, 0.5, -0.5],
+            "old_logp": [[-3.0] * len(r) for r in replies]}
+
+
 def _lora_update(monkeypatch, hold: bool):
     """One LoRA update of the tiny model under bf16 autocast on a CPU: the adapters after it,
     the casts counted during it, and how many frozen LoRA weights it has."""
@@ -160,10 +169,7 @@ def _lora_update(monkeypatch, hold: bool):
                     Casts.activations_up += 1
             return func(*args, **(kwargs or {}))
 
-    prompts = [[5, 6, 7, 8, 9]] * 2 + [[11, 12, 13]] * 2
-    replies = [[40, 41, 42], [43, 44], [45, 46, 47, 48], [49]]
-    batch = {"prompt": prompts, "reply": replies, "adv": [1.0, -1.0, 0.5, -0.5],
-             "old_logp": [[-3.0] * len(r) for r in replies]}
+    batch = _update_batch()
     cfg = TrainConfig(lr=1e-2, kl_coef=0.0, lora_rank=4, micro_batch_tokens=16)
     trained = [p for p in model.parameters() if p.requires_grad]
     with Casts():
@@ -281,10 +287,7 @@ def _float32_lora_update(fold: str) -> tuple[dict[str, torch.Tensor], int]:
 
     torch.manual_seed(3)
     model = _lora_model()
-    prompts = [[5, 6, 7, 8, 9]] * 2 + [[11, 12, 13]] * 2
-    replies = [[40, 41, 42], [43, 44], [45, 46, 47, 48], [49]]
-    batch = {"prompt": prompts, "reply": replies, "adv": [1.0, -1.0, 0.5, -0.5],
-             "old_logp": [[-3.0] * len(r) for r in replies]}
+    batch = _update_batch()
     cfg = TrainConfig(lr=1e-2, kl_coef=0.0, lora_rank=4, micro_batch_tokens=16,
                       num_minibatches=2, fold_lora=fold)
     with Products():
