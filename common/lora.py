@@ -124,17 +124,29 @@ def merge_loaded_adapters(model: Any) -> Any:
     """Fold for good the LoRA adapters that transformers attached when it loaded an adapter
     folder (a LoRA run's ``final/``), and put each adapted layer's own layer back in its place:
     a model loaded to play, not to train, runs at the speed of one without adapters, and is one
-    (so that a LoRA run may start from it, or another folder's adapters load over it).
-    Returns ``model``."""
+    (so that a LoRA run may start from it, or another folder's adapters load over it). A
+    module the folder trained in full (peft's ``modules_to_save``: ``--lora-embeddings``)
+    takes its trained copy's place, and tied embeddings are tied again. Returns ``model``."""
     layers = _lora_layers(model)
     if not layers:
         return model
-    adapted = {id(layer) for layer in layers}
+    from peft.utils.other import AuxiliaryTrainingWrapper
+
+    adapted, unwrapped = {id(layer) for layer in layers}, False
     for name, layer in list(model.named_modules()):
+        parent, _, child = name.rpartition(".")
         if id(layer) in adapted:
             layer.merge()
-            parent, _, child = name.rpartition(".")
             setattr(model.get_submodule(parent), child, layer.get_base_layer())
+        elif isinstance(layer, AuxiliaryTrainingWrapper):
+            # A module trained in full beside the adapters (--lora-embeddings): its trained
+            # copy in its place.
+            setattr(model.get_submodule(parent), child,
+                    layer.unload_and_optionally_merge_module(merge=True, safe_merge=False,
+                                                             adapter_names=None))
+            unwrapped = True
+    if unwrapped and getattr(model.config, "tie_word_embeddings", False):
+        model.tie_weights()  # the trained embedding and its output layer: one matrix again
     del model.peft_config  # what transformers' delete_adapter does once none is left
     model._hf_peft_config_loaded = False
     # Every weight as a model loaded without adapters has it (peft froze all but the

@@ -21,7 +21,8 @@ from gagpo.distributed import load_full_state, parameters_sha256, save_pretraine
 from gagpo.run_folder import load_checkpoint
 from gagpo.train_config import TrainConfig
 
-MODEL_SETTINGS = ("model", "lora_rank", "lora_alpha", "lora_dropout", "lora_layers")
+MODEL_SETTINGS = ("model", "lora_rank", "lora_alpha", "lora_dropout", "lora_layers",
+                  "lora_embeddings")
 """What decides the model a checkpoint's weights load into (see ``trainer.build_model``)."""
 
 

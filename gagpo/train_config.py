@@ -86,6 +86,10 @@ class TrainConfig:
     lora_layers: int = arg(0, "LoRA adapters on the last N decoder layers only: the layers "
                               "below them run forward without a graph and get no backward "
                               "pass (0: every layer)", valid=">= 0")
+    lora_embeddings: bool = arg(False, "with --lora-rank: also train the token embeddings and "
+                                       "the output layer in full, as full fine-tuning does (one "
+                                       "matrix where the model ties them; peft's "
+                                       "modules_to_save, kept in the adapter folder)")
     length_normalize: bool = arg(False, "score mode: rank actions by mean (not summed) token "
                                         "log-prob, so long actions are not penalised")
     bf16: str = arg("auto", "bf16 autocast: auto (CUDA with bf16; CPUs with AMX or "

@@ -106,16 +106,35 @@ def build_model(cfg: TrainConfig, device: torch.device) -> tuple[Any, Any]:
             model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
     if cfg.lora_layers and not cfg.lora_rank:
         raise ValueError("--lora-layers places LoRA adapters: it needs --lora-rank > 0")
+    if cfg.lora_embeddings and not cfg.lora_rank:
+        raise ValueError("--lora-embeddings trains the embeddings beside LoRA adapters: it "
+                         "needs --lora-rank > 0 (without LoRA every parameter trains)")
     if cfg.lora_rank > 0:
         from peft import LoraConfig, get_peft_model
 
+        saved = embedding_modules(model) if cfg.lora_embeddings else {}
         lora = LoraConfig(r=cfg.lora_rank, lora_alpha=cfg.lora_alpha,
-                          lora_dropout=cfg.lora_dropout, **lora_targets(model, cfg.lora_layers))
+                          lora_dropout=cfg.lora_dropout, **lora_targets(model, cfg.lora_layers),
+                          **saved)
         model = get_peft_model(model, lora)
         # The adapters' folder names its base as the run was given it: a built-in name
         # ("tiny"), not the cache folder it resolved to here (load_model resolves it again).
         model.peft_config["default"].base_model_name_or_path = cfg.model
     return model, tokenizer
+
+
+def embedding_modules(model: Any) -> dict[str, Any]:
+    """peft's ``modules_to_save`` for the token embeddings and the output layer, trained in
+    full beside the adapters: the input embedding's name alone where the model ties the two
+    (``ensure_weight_tying`` keeps the trained copies one matrix, as in full fine-tuning), both
+    names where it does not."""
+    wanted = [model.get_input_embeddings(), model.get_output_embeddings()]
+    tied = wanted[1] is None or wanted[1].weight is wanted[0].weight
+    if tied:
+        wanted = wanted[:1]
+    names = [name.rsplit(".", 1)[-1] for module in wanted
+             for name, m in model.named_modules() if m is module]
+    return {"modules_to_save": names, "ensure_weight_tying": tied}
 
 
 def lora_targets(model: Any, last_layers: int) -> dict[str, Any]:

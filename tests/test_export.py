@@ -301,3 +301,21 @@ def test_export_writes_into_a_new_or_empty_folder_only_and_records_the_run(
     assert main(["export", str(nothing), "--out", str(tmp_path / "y")]) == 2
     assert (f"{nothing} holds no checkpoint.pt (a run writes one after each --save-every "
             "iterations)") in capsys.readouterr().err
+
+
+def test_export_of_a_lora_run_that_trains_its_embeddings_is_its_final_model(tmp_path, capsys):
+    """``--lora-embeddings`` decides the model a checkpoint loads into: the export builds it
+    (the trained embedding copy is among the checkpoint's weights) and writes what final/
+    holds."""
+    run = tmp_path / "run"
+    train(_tiny_cfg(run, iterations=1, lora_rank=4, lora_embeddings=True))
+    assert main(["export", str(run), "--out", str(tmp_path / "exported")]) == 0, \
+        capsys.readouterr().err
+    record = json.loads((tmp_path / "exported" / "exported_from.json").read_text())
+    assert record["lora_embeddings"] is True
+    final, exported = _loaded(run / "final"), _loaded(tmp_path / "exported")
+    assert final.keys() == exported.keys()
+    assert all(torch.equal(final[k], exported[k]) for k in final)
+    start = _loaded("tiny")
+    name = "model.embed_tokens.weight"
+    assert not torch.equal(start[name], exported[name])  # the run moved the embedding

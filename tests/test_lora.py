@@ -431,3 +431,45 @@ def test_a_lora_run_started_from_another_lora_runs_folder_loads_as_the_model_it_
     config.write_text(json.dumps({**settings, "base_model_name_or_path": str(tmp_path / "b")}))
     with pytest.raises(ValueError, match="lead back to themselves"):
         load_model(str(tmp_path / "b"), device="cpu")
+
+
+def test_lora_embeddings_train_the_tied_embedding_beside_the_adapters(tmp_path):
+    """``--lora-embeddings``: the token embedding, which the tiny model ties to its output
+    layer as SmolLM2 does, trains in full beside the adapters as one matrix (full fine-tuning
+    moves it; LoRA's ``all-linear`` leaves it frozen); the KL reference pass (adapters off)
+    is the model the run started from; ``final/`` loads as the model it trained, tied again."""
+    import pytest
+    from peft.utils.other import AuxiliaryTrainingWrapper
+
+    from gagpo.distributed import save_pretrained
+    from gagpo.logprobs import reply_logprobs
+    from gagpo.train_config import TrainConfig
+    from gagpo.trainer import build_model
+
+    model, tok = build_model(TrainConfig(model="tiny", lora_rank=4, lora_embeddings=True),
+                             torch.device("cpu"))
+    full = [(n, p) for n, p in model.named_parameters() if p.requires_grad and "lora_" not in n]
+    assert [n for n, _ in full] == ["base_model.model.model.embed_tokens.modules_to_save."
+                                    "default.weight"]
+    embedding = full[0][1]
+    assert model.get_output_embeddings().weight is embedding  # tied, as full fine-tuning's
+    with torch.no_grad():
+        start = model(input_ids=IDS).logits
+    logp, mask, _ = reply_logprobs(model, [[5, 6, 7]], [[8, 9]], pad_id=0)
+    (logp * mask).sum().backward()
+    assert embedding.grad is not None and embedding.grad.abs().sum() > 0
+    torch.optim.SGD([p for p in model.parameters() if p.requires_grad], lr=1.0).step()
+    with torch.no_grad():
+        trained = model(input_ids=IDS).logits
+        assert not torch.allclose(trained, start)
+        with model.disable_adapter():
+            torch.testing.assert_close(model(input_ids=IDS).logits, start)
+    save_pretrained(model, tok, tmp_path, rank=0)  # as the trainer writes final/
+    loaded, _ = load_model(str(tmp_path))
+    assert not any(isinstance(m, AuxiliaryTrainingWrapper) for m in loaded.modules())
+    assert loaded.get_output_embeddings().weight is loaded.get_input_embeddings().weight
+    with torch.no_grad():
+        torch.testing.assert_close(loaded(input_ids=IDS).logits, trained, atol=1e-5,
+                                   rtol=1e-4)
+    with pytest.raises(ValueError, match="lora-rank"):
+        build_model(TrainConfig(model="tiny", lora_embeddings=True), torch.device("cpu"))

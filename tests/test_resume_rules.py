@@ -37,7 +37,7 @@ MAY_CHANGE = {"resume", "resume_override", "overwrite", "out_dir", "iterations",
 #: Every other setting changes what the run trains on or how: a resume must keep it.
 MUST_MATCH = {
     "env", "env_kwargs", "train_split", "eval_split", "max_steps", "parallel",
-    "model", "mode", "lora_rank", "lora_alpha", "lora_dropout", "lora_layers",
+    "model", "mode", "lora_rank", "lora_alpha", "lora_dropout", "lora_layers", "lora_embeddings",
     "length_normalize", "bf16",
     "generation", "vllm_gpu_memory", "vllm_kwargs", "max_new_tokens", "top_p",
     "history_length", "max_prompt_tokens", "temperature", "eval_temperature",
