@@ -179,6 +179,8 @@ class TrainConfig:
                                   choices=list(AGGREGATIONS))
     # --- optimisation -------------------------------------------------------------------------
     lr: float = arg(1e-6, "AdamW learning rate", valid="> 0")
+    embeddings_lr: float | None = arg(None, "with --lora-embeddings: the embeddings' AdamW "
+                                            "learning rate (default: --lr)", valid="> 0")
     weight_decay: float = arg(0.0, "AdamW weight decay", valid=">= 0")
     max_grad_norm: float = arg(1.0, "gradient clipping (0: off)", valid=">= 0")
     ppo_epochs: int = arg(1, "passes over each iteration's batch", valid=">= 1")

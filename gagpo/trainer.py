@@ -106,6 +106,8 @@ def build_model(cfg: TrainConfig, device: torch.device) -> tuple[Any, Any]:
             model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
     if cfg.lora_layers and not cfg.lora_rank:
         raise ValueError("--lora-layers places LoRA adapters: it needs --lora-rank > 0")
+    if cfg.embeddings_lr is not None and not cfg.lora_embeddings:
+        raise ValueError("--embeddings-lr is the rate of --lora-embeddings: give both")
     if cfg.lora_embeddings and not cfg.lora_rank:
         raise ValueError("--lora-embeddings trains the embeddings beside LoRA adapters: it "
                          "needs --lora-rank > 0 (without LoRA every parameter trains)")
@@ -521,9 +523,17 @@ def same_start_on_every_rank(model: Any, world: int) -> None:
 
 
 def make_optimizer(model: Any, cfg: TrainConfig) -> torch.optim.Optimizer:
-    """AdamW on the trainable parameters (all, or LoRA's adapters)."""
-    params = [p for p in model.parameters() if p.requires_grad]
-    return torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
+    """AdamW on the trainable parameters (all, or LoRA's adapters and, with
+    ``--lora-embeddings``, the embeddings, at ``--embeddings-lr`` where it is given: a matrix
+    trained in full may want full fine-tuning's rate, where adapters want a higher one)."""
+    trained = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
+    if cfg.embeddings_lr is None or not cfg.lora_embeddings:
+        return torch.optim.AdamW([p for _, p in trained], lr=cfg.lr,
+                                 weight_decay=cfg.weight_decay)
+    full = [p for n, p in trained if ".modules_to_save." in n]
+    rest = [p for n, p in trained if ".modules_to_save." not in n]
+    return torch.optim.AdamW([{"params": rest}, {"params": full, "lr": cfg.embeddings_lr}],
+                             lr=cfg.lr, weight_decay=cfg.weight_decay)
 
 
 def restore_optimizer_and_streams(run: Run, optimizer: torch.optim.Optimizer,

@@ -47,7 +47,7 @@ MUST_MATCH = {
     "critic_model", "critic_lr", "critic_warmup", "value_clip",
     "ratio_level", "clip_eps", "clip_eps_high", "dual_clip", "kl_coef", "entropy_coef",
     "aggregation",
-    "lr", "weight_decay", "max_grad_norm", "ppo_epochs", "num_minibatches",
+    "lr", "embeddings_lr", "weight_decay", "max_grad_norm", "ppo_epochs", "num_minibatches",
     "micro_batch_tokens", "pack_prompts", "fold_lora", "rollout_batch_tokens", "recompute_old_logp",
     "bc_episodes", "bc_teacher", "bc_epochs", "bc_lr", "bc_batch",
     "eval_every", "eval_episodes", "eval_batch", "seed",
