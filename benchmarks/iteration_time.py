@@ -36,6 +36,9 @@ Recipes (:data:`RECIPES`):
   cost alone, so its time is ``lora-one-pass``'s; its learning is compared apart.
 * ``lora-brisk-unfolded``: ``lora-brisk`` with peft's own layers in the update (``--fold-lora
   off``), as every LoRA recipe ran before the fold existed: the fold's saving, side by side.
+* ``lora-embeddings``: ``lora-one-pass`` with the tied token embedding (the output layer)
+  trained in full (:data:`benchmarks.real_model.EMBEDDINGS_LORA_FLAGS`): what training that
+  matrix beside the adapters costs; its learning is compared apart.
 
 In float32 on a CPU every other LoRA recipe's update runs each adapted layer as one product
 with its adapters folded in (``--fold-lora auto``, the default since 743a6c9): the same
@@ -60,6 +63,7 @@ from pathlib import Path
 from benchmarks.real_model import (
     BRISK_LORA_FLAGS,
     CHEAP,
+    EMBEDDINGS_LORA_FLAGS,
     FAIR,
     HALF_LORA,
     ROOMY,
@@ -80,6 +84,7 @@ RECIPES: dict[str, list[str]] = {
     "lora-two-thirds": [*CHEAP, *TWO_THIRDS_LORA],
     "lora-brisk": [*CHEAP, *BRISK_LORA_FLAGS],
     "lora-brisk-unfolded": [*CHEAP, *BRISK_LORA_FLAGS, "--fold-lora", "off"],
+    "lora-embeddings": [*CHEAP, *EMBEDDINGS_LORA_FLAGS],
 }
 
 

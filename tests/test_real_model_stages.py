@@ -632,3 +632,43 @@ def test_the_unfolded_lora_recipe_is_lora_brisk_with_peft_s_layers_only(tmp_path
     assert folded["lora_rank"] == 16
     differ = {k for k in folded if folded[k] != unfolded[k]}
     assert differ == {"fold_lora", "out_dir"}
+
+
+def test_the_embeddings_recipe_is_the_fair_comparisons_lora_with_the_embedding_trained(tmp_path):
+    """``lora_embeddings_one_pass`` trains what its docstring says: the fair comparison's LoRA
+    (same rate) in one decoding pass with the tied embedding trained in full at today's rate;
+    the iteration benchmark's ``lora-embeddings`` times the same settings; the report names
+    both rates."""
+    from benchmarks.iteration_time import RECIPES
+    from benchmarks.real_model import (
+        EMBEDDINGS_LORA,
+        FAIR,
+        full_fine_tuning_table,
+        one_pass_lora_stages,
+        seed_stages,
+        train_command,
+    )
+
+    s = Settings()
+    fair = {st.name.removeprefix("seeds_"): st for st in seed_stages(tmp_path, s)}
+    mine = {st.name.removeprefix(f"{EMBEDDINGS_LORA}_"): st
+            for st in one_pass_lora_stages(tmp_path, s)
+            if st.name.startswith(f"{EMBEDDINGS_LORA}_") and st.command[1] == "train"}
+    assert sorted(mine) == sorted(n for n in fair if n.startswith("gagpo_")
+                                  and not n.endswith("_eval"))
+    parser = build_parser()
+    for name, stage in mine.items():
+        cfg = config_from_args(parser.parse_args(stage.command[1:])).to_dict()
+        base = config_from_args(parser.parse_args(fair[name].command[1:])).to_dict()
+        assert {k for k in cfg if cfg[k] != base[k]} == {
+            "rollout_batch_tokens", "lora_embeddings", "embeddings_lr", "out_dir"}
+        assert (cfg["lr"], cfg["embeddings_lr"], cfg["lora_embeddings"]) == (1e-4, 1e-5, True)
+        timed = config_from_args(parser.parse_args(
+            (train_command("warm", tmp_path / "t", s, seed=cfg["seed"], iterations=1) + FAIR
+             + RECIPES["lora-embeddings"])[1:])).to_dict()
+        assert {k for k in cfg if cfg[k] != timed[k]} <= {"model", "out_dir", "iterations"}
+    work = tmp_path / "work"
+    write_evaluation(work / "full_fine_tuning" / "eval_gagpo_s0", [True, False], invalid=0)
+    write_evaluation(work / EMBEDDINGS_LORA / "eval_gagpo_s0", [True, True], invalid=0)
+    assert ("| LoRA on every layer at lr 1e-4, embeddings at lr 1e-5, one pass | 0 |"
+            in full_fine_tuning_table(work, Settings(goals=2)))
