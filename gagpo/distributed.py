@@ -307,7 +307,8 @@ def save_pretrained(model: Any, tokenizer: Any, folder: Path, rank: int) -> None
     kwargs: dict[str, Any] = {"state_dict": state} if state is not None else {}
     if hasattr(model, "peft_config"):
         # LoRA adapts no embedding (lora_targets), so peft need not look the base model up
-        # (by the name the run was given: "tiny" would send it to the Hub) to find out.
+        # (by the name the run was given: "tiny" would send it to the Hub) to find out; an
+        # embedding trained in full (--lora-embeddings) is saved as modules_to_save anyway.
         kwargs["save_embedding_layers"] = False
     if rank == 0:
         model.save_pretrained(folder, **kwargs)

@@ -202,13 +202,14 @@ def _logits(model) -> torch.Tensor:
         return model(_probe_ids()).logits.float()
 
 
-@pytest.mark.parametrize("lora_rank", [0, 4])
+@pytest.mark.parametrize(("lora_rank", "lora_embeddings"), [(0, False), (4, False), (4, True)])
 @pytest.mark.parametrize("warm_start", [False, True])
 def test_the_kl_reference_is_the_starting_policy(tmp_path, monkeypatch, lora_rank,
-                                                 warm_start):
+                                                 lora_embeddings, warm_start):
     """With ``kl_coef > 0``: the KL is 0 before the weights move and above 0 after; the
     reference the update uses is the policy training started from: the base model, or the
-    model as the warm start left it (its weights: the same outputs), with and without LoRA."""
+    model as the warm start left it (its weights: the same outputs), with and without LoRA,
+    and with LoRA beside embeddings trained in full (``--lora-embeddings``)."""
     start: list[torch.Tensor] = []
     cloning = trainer.behaviour_cloning
 
@@ -232,7 +233,7 @@ def test_the_kl_reference_is_the_starting_policy(tmp_path, monkeypatch, lora_ran
     monkeypatch.setattr(trainer, "behaviour_cloning", warm)
     monkeypatch.setattr(trainer, "update", spy)
     cfg = _cfg(tmp_path, iterations=2, kl_coef=0.05, lora_rank=lora_rank,
-               bc_episodes=2 if warm_start else 0, bc_lr=1e-2)
+               lora_embeddings=lora_embeddings, bc_episodes=2 if warm_start else 0, bc_lr=1e-2)
     trainer.train(cfg)
     base = _logits(load_model("tiny")[0])
     if warm_start:
