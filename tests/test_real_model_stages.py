@@ -493,6 +493,18 @@ def test_alfworlds_second_run_teaches_longer_and_counts_wins_where_rl_will_see_t
     assert "iterations 1-3: 3, 0, 5." in text
 
 
+def _beside_the_fair_seeds(tmp_path, s: Settings, folder: str, recipe_stages) -> tuple[dict, dict]:
+    """The fair comparison's stages and ``folder``'s among ``recipe_stages``, each keyed by its
+    name without the folder's prefix (``gagpo_s0``, ``gagpo_s0_eval``), so that a recipe's seed
+    pairs with the fair comparison's of the same name."""
+    from benchmarks.real_model import seed_stages
+
+    fair = {st.name.removeprefix("seeds_"): st for st in seed_stages(tmp_path, s)}
+    mine = {st.name.removeprefix(f"{folder}_"): st for st in recipe_stages
+            if st.name.startswith(f"{folder}_")}
+    return fair, mine
+
+
 def test_todays_recipe_seeds_are_the_fair_comparisons_gagpo_fully_fine_tuned(tmp_path):
     """The learning a cheaper recipe must equal: the same warm start, seed, settings and goals
     as the fair comparison's GAGPO, without LoRA (CHEAP), which is the iteration benchmark's
@@ -503,14 +515,12 @@ def test_todays_recipe_seeds_are_the_fair_comparisons_gagpo_fully_fine_tuned(tmp
         FAIR,
         FULL_FINE_TUNING,
         full_fine_tuning_stages,
-        seed_stages,
         train_command,
     )
 
     s = Settings()
-    fair = {st.name.removeprefix("seeds_"): st for st in seed_stages(tmp_path, s)}
-    mine = {st.name.removeprefix(f"{FULL_FINE_TUNING}_"): st
-            for st in full_fine_tuning_stages(tmp_path, s)}
+    fair, mine = _beside_the_fair_seeds(tmp_path, s, FULL_FINE_TUNING,
+                                        full_fine_tuning_stages(tmp_path, s))
     assert sorted(mine) == sorted(n for n in fair if n.startswith("gagpo_"))
     assert {st.name for st in stages(tmp_path, s)} >= {st.name for st in mine.values()}
     for name, stage in mine.items():
@@ -575,13 +585,10 @@ def test_one_pass_lora_is_the_fair_comparisons_lora_at_another_rate_in_one_decod
         ONE_PASS_LORA,
         full_fine_tuning_table,
         one_pass_lora_stages,
-        seed_stages,
     )
 
     s = Settings()
-    fair = {st.name.removeprefix("seeds_"): st for st in seed_stages(tmp_path, s)}
-    mine = {st.name.removeprefix(f"{folder}_"): st for st in one_pass_lora_stages(tmp_path, s)
-            if st.name.startswith(f"{folder}_")}
+    fair, mine = _beside_the_fair_seeds(tmp_path, s, folder, one_pass_lora_stages(tmp_path, s))
     assert sorted(mine) == sorted(n for n in fair if n.startswith("gagpo_"))
     assert {st.name for st in stages(tmp_path, s)} >= {st.name for st in mine.values()}
     parser = build_parser()
@@ -645,19 +652,17 @@ def test_the_embeddings_recipe_is_the_fair_comparisons_lora_with_the_embedding_t
         FAIR,
         full_fine_tuning_table,
         one_pass_lora_stages,
-        seed_stages,
         train_command,
     )
 
     s = Settings()
-    fair = {st.name.removeprefix("seeds_"): st for st in seed_stages(tmp_path, s)}
-    mine = {st.name.removeprefix(f"{EMBEDDINGS_LORA}_"): st
-            for st in one_pass_lora_stages(tmp_path, s)
-            if st.name.startswith(f"{EMBEDDINGS_LORA}_") and st.command[1] == "train"}
-    assert sorted(mine) == sorted(n for n in fair if n.startswith("gagpo_")
-                                  and not n.endswith("_eval"))
+    fair, mine = _beside_the_fair_seeds(tmp_path, s, EMBEDDINGS_LORA,
+                                        one_pass_lora_stages(tmp_path, s))
+    assert sorted(mine) == sorted(n for n in fair if n.startswith("gagpo_"))
     parser = build_parser()
     for name, stage in mine.items():
+        if stage.command[1] != "train":
+            continue
         cfg = config_from_args(parser.parse_args(stage.command[1:])).to_dict()
         base = config_from_args(parser.parse_args(fair[name].command[1:])).to_dict()
         assert {k for k in cfg if cfg[k] != base[k]} == {
