@@ -445,7 +445,10 @@ embedding, 28M of 135M weights) frozen where full fine-tuning moves it. So the e
 trains in full at today's rate (1e-5, as full fine-tuning moves it) and the adapters at
 LoRA's 1e-4. Its weight gradient runs on reply positions only (logits are computed there),
 so the iteration should cost about what ``lora-brisk``'s does
-(``benchmarks.iteration_time``'s ``lora-embeddings`` measures it)."""
+(``benchmarks.iteration_time``'s ``lora-embeddings`` measures it). Seed 0 refuted it: it wrote
+``click[buy]`` in 104 of the 200 held-out episodes (LoRA at 1e-4 without it: 46) and lost score
+(-7.9 [-12.2, -3.6]) and admissible actions (70.0%) against full fine-tuning
+(``benchmarks/results/real_model/two_thirds_lora_float32/``). Not a recipe to use."""
 ONE_PASS_LORA: dict[str, list[str]] = {BRISK_LORA: BRISK_LORA_FLAGS,
                                         MIDDLE_LORA: MIDDLE_LORA_FLAGS,
                                         EMBEDDINGS_LORA: EMBEDDINGS_LORA_FLAGS}
