@@ -527,7 +527,7 @@ def make_optimizer(model: Any, cfg: TrainConfig) -> torch.optim.Optimizer:
     ``--lora-embeddings``, the embeddings, at ``--embeddings-lr`` where it is given: a matrix
     trained in full may want full fine-tuning's rate, where adapters want a higher one)."""
     trained = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
-    if cfg.embeddings_lr is None or not cfg.lora_embeddings:
+    if cfg.embeddings_lr is None:  # (build_model refuses it without --lora-embeddings)
         return torch.optim.AdamW([p for _, p in trained], lr=cfg.lr,
                                  weight_decay=cfg.weight_decay)
     full = [p for n, p in trained if ".modules_to_save." in n]
