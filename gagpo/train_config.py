@@ -59,6 +59,17 @@ def arg(default: Any, help: str, **kw: Any) -> Any:  # noqa: A002  (argparse's w
     return field(default=default, metadata={"help": help, **kw})
 
 
+def check_lora_options(cfg: TrainConfig) -> None:
+    """Refuse LoRA options given without what they modify, before a run folder is written."""
+    if cfg.lora_layers and not cfg.lora_rank:
+        raise ValueError("--lora-layers places LoRA adapters: it needs --lora-rank > 0")
+    if cfg.embeddings_lr is not None and not cfg.lora_embeddings:
+        raise ValueError("--embeddings-lr is the rate of --lora-embeddings: give both")
+    if cfg.lora_embeddings and not cfg.lora_rank:
+        raise ValueError("--lora-embeddings trains the embeddings beside LoRA adapters: it "
+                         "needs --lora-rank > 0 (without LoRA every parameter trains)")
+
+
 @dataclass
 class TrainConfig:
     """Everything a training run depends on (saved with every checkpoint)."""
@@ -265,6 +276,7 @@ class TrainConfig:
             if value is not None and value not in choices:
                 raise ValueError(f"{name} must be one of {choices}, not {value!r}")
         check_dual_clip(self.dual_clip)
+        check_lora_options(self)
         if isinstance(self.save_observations, bool):  # settings written before "auto"
             self.save_observations = "on" if self.save_observations else "off"
         if self.save_observations not in ("auto", "on", "off"):

@@ -104,13 +104,6 @@ def build_model(cfg: TrainConfig, device: torch.device) -> tuple[Any, Any]:
             model.activation_checkpointing_enable(activation_checkpointing_kwargs=kwargs)
         else:
             model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
-    if cfg.lora_layers and not cfg.lora_rank:
-        raise ValueError("--lora-layers places LoRA adapters: it needs --lora-rank > 0")
-    if cfg.embeddings_lr is not None and not cfg.lora_embeddings:
-        raise ValueError("--embeddings-lr is the rate of --lora-embeddings: give both")
-    if cfg.lora_embeddings and not cfg.lora_rank:
-        raise ValueError("--lora-embeddings trains the embeddings beside LoRA adapters: it "
-                         "needs --lora-rank > 0 (without LoRA every parameter trains)")
     if cfg.lora_rank > 0:
         from peft import LoraConfig, get_peft_model
 
@@ -527,7 +520,7 @@ def make_optimizer(model: Any, cfg: TrainConfig) -> torch.optim.Optimizer:
     ``--lora-embeddings``, the embeddings, at ``--embeddings-lr`` where it is given: a matrix
     trained in full may want full fine-tuning's rate, where adapters want a higher one)."""
     trained = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
-    if cfg.embeddings_lr is None:  # (build_model refuses it without --lora-embeddings)
+    if cfg.embeddings_lr is None:  # (TrainConfig refuses it without --lora-embeddings)
         return torch.optim.AdamW([p for _, p in trained], lr=cfg.lr,
                                  weight_decay=cfg.weight_decay)
     full = [p for n, p in trained if ".modules_to_save." in n]

@@ -99,6 +99,10 @@ def test_the_recipes_cpu_flags_are_the_demos_settings():
     (["--entropy-coef", "inf"], "entropy_coef must be a finite number, not inf"),
     (["--entropy-coef", "-1"], "entropy_coef must be >= 0, not -1.0"),
     (["--env", "NoSuch-v0"], "no environment 'NoSuch-v0'"),
+    (["--lora-layers", "2"], "--lora-layers places LoRA adapters: it needs --lora-rank > 0"),
+    (["--lora-embeddings"], "--lora-embeddings trains the embeddings beside LoRA adapters"),
+    (["--lora-rank", "4", "--embeddings-lr", "1e-5"],
+     "--embeddings-lr is the rate of --lora-embeddings: give both"),
 ])
 def test_train_refuses_settings_out_of_range_before_anything_runs(tmp_path, capsys, flags,
                                                                   message):
