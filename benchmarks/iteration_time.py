@@ -39,6 +39,9 @@ Recipes (:data:`RECIPES`):
 * ``lora-embeddings``: ``lora-one-pass`` with the tied token embedding (the output layer)
   trained in full (:data:`benchmarks.real_model.EMBEDDINGS_LORA_FLAGS`): what training that
   matrix beside the adapters costs; its learning is compared apart.
+* ``lora-kl``: ``lora-one-pass`` with today's KL term kept (``--kl-coef 0.01``; the reference
+  is the model with its adapters off, one more forward pass an update): what keeping the one
+  term every LoRA recipe drops costs.
 
 In float32 on a CPU every other LoRA recipe's update runs each adapted layer as one product
 with its adapters folded in (``--fold-lora auto``, the default since 743a6c9): the same
@@ -47,6 +50,9 @@ log-probs and gradients up to rounding.
     python -m benchmarks.iteration_time --model runs/real_model/warm_start/final
     python -m benchmarks.iteration_time --model DIR --recipes today,lora --iterations 2 \\
         --work runs/iteration_time --out benchmarks/results/iteration_time
+
+``--bf16 off`` runs every recipe in float32 where ``auto`` would pick bf16 autocast (a CPU
+with bf16 products): the arithmetic of a CPU without them, where the fold applies.
 """
 
 from __future__ import annotations
@@ -85,6 +91,7 @@ RECIPES: dict[str, list[str]] = {
     "lora-brisk": [*CHEAP, *BRISK_LORA_FLAGS],
     "lora-brisk-unfolded": [*CHEAP, *BRISK_LORA_FLAGS, "--fold-lora", "off"],
     "lora-embeddings": [*CHEAP, *EMBEDDINGS_LORA_FLAGS],
+    "lora-kl": [*CHEAP, "--rollout-batch-tokens", "0", "--kl-coef", "0.01"],
 }
 
 
@@ -103,13 +110,15 @@ class RecipeRun:
 
 
 def run_recipe(name: str, flags: list[str], model: str, work: Path, iterations: int,
-               seed: int) -> RecipeRun:
+               seed: int, bf16: str = "auto") -> RecipeRun:
     """Train ``iterations`` with one recipe in a fresh process (its log in ``work/name.log``)."""
     out = work / name
     if out.exists():
         raise SystemExit(f"{out} exists: give another --work, or remove it")
     s = Settings()
     cmd = train_command(model, out, s, seed=seed, iterations=iterations) + FAIR + flags
+    if bf16 != "auto":
+        cmd += ["--bf16", bf16]
     argv = [sys.executable, "-m", "gagpo.cli", *cmd[1:]]
     print(f"== {name}: {shlex.join(cmd)}", flush=True)
     work.mkdir(parents=True, exist_ok=True)
@@ -170,6 +179,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--work", type=Path, default=Path("runs/iteration_time"),
                         help="where the runs go (one folder per recipe; must not exist)")
     parser.add_argument("--out", type=Path, help="also write the report to OUT/report.txt")
+    parser.add_argument("--bf16", choices=["auto", "off"], default="auto",
+                        help="off: every recipe in float32, whatever the CPU (default: the "
+                             "trainer's auto)")
     args = parser.parse_args(argv)
     names = [n for n in args.recipes.split(",") if n]
     if unknown := [n for n in names if n not in RECIPES]:
@@ -179,8 +191,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not Path(args.model).exists() and "/" in args.model:
         parser.error(f"--model {args.model}: no such folder")
     with recorded(args.out, command_line("benchmarks.iteration_time", argv)):
-        runs = [run_recipe(n, RECIPES[n], args.model, args.work, args.iterations, args.seed)
-                for n in names]
+        runs = [run_recipe(n, RECIPES[n], args.model, args.work, args.iterations, args.seed,
+                           args.bf16) for n in names]
         print(report(runs))
     return 0
 
