@@ -641,6 +641,31 @@ def test_the_unfolded_lora_recipe_is_lora_brisk_with_peft_s_layers_only(tmp_path
     assert differ == {"fold_lora", "out_dir"}
 
 
+def test_the_kl_lora_recipe_is_lora_in_one_pass_with_todays_kl_term(tmp_path, capsys):
+    """The iteration benchmark's ``lora-kl`` times keeping today's KL term with LoRA: the
+    trainer reads it as ``lora-brisk`` at the fair comparison's LoRA rate with ``today``'s KL
+    weight, nothing else, and ``--bf16 off`` reaches every recipe's command."""
+    from benchmarks.iteration_time import RECIPES, run_recipe
+    from benchmarks.real_model import FAIR, train_command
+
+    parser = build_parser()
+    s = Settings()
+
+    def config(name: str) -> dict:
+        cmd = train_command("warm", tmp_path / name, s, seed=0, iterations=1) + FAIR \
+            + RECIPES[name]
+        return config_from_args(parser.parse_args(cmd[1:])).to_dict()
+
+    kl, brisk, today = config("lora-kl"), config("lora-brisk"), config("today")
+    assert (kl["kl_coef"], kl["lr"], kl["lora_rank"]) == (today["kl_coef"], 1e-4, 16)
+    assert kl["kl_coef"] > 0 == brisk["kl_coef"]
+    assert {k for k in kl if kl[k] != brisk[k]} == {"kl_coef", "lr", "out_dir"}
+    with pytest.raises(SystemExit, match="failed"):  # no such model: the child fails fast
+        run_recipe("lora-kl", RECIPES["lora-kl"], str(tmp_path / "none"), tmp_path / "w", 1,
+                   0, bf16="off")
+    assert capsys.readouterr().out.rstrip().endswith("--kl-coef 0.01 --bf16 off")
+
+
 def test_the_embeddings_recipe_is_the_fair_comparisons_lora_with_the_embedding_trained(tmp_path):
     """``lora_embeddings_one_pass`` trains what its docstring says: the fair comparison's LoRA
     (same rate) in one decoding pass with the tied embedding trained in full at today's rate;
