@@ -620,21 +620,20 @@ def test_one_pass_lora_is_the_fair_comparisons_lora_at_another_rate_in_one_decod
     assert "| across 1 seed | +25.0 [n/a] |" in table
 
 
-def test_the_unfolded_lora_recipe_is_lora_brisk_with_peft_s_layers_only(tmp_path):
-    """The iteration benchmark's ``lora-brisk-unfolded`` times the fold's saving: the trainer
-    reads its command as ``lora-brisk``'s with ``--fold-lora off``, and ``lora-brisk`` folds."""
+def _recipe_config(tmp_path: Path, name: str) -> dict:
+    """The settings the trainer reads from the iteration benchmark's command for ``name``."""
     from benchmarks.iteration_time import RECIPES
     from benchmarks.real_model import FAIR, train_command
 
-    parser = build_parser()
-    s = Settings()
+    cmd = train_command("warm", tmp_path / name, Settings(), seed=0, iterations=1) + FAIR \
+        + RECIPES[name]
+    return config_from_args(build_parser().parse_args(cmd[1:])).to_dict()
 
-    def config(name: str) -> dict:
-        cmd = train_command("warm", tmp_path / name, s, seed=0, iterations=1) + FAIR \
-            + RECIPES[name]
-        return config_from_args(parser.parse_args(cmd[1:])).to_dict()
 
-    folded, unfolded = config("lora-brisk"), config("lora-brisk-unfolded")
+def test_the_unfolded_lora_recipe_is_lora_brisk_with_peft_s_layers_only(tmp_path):
+    """The iteration benchmark's ``lora-brisk-unfolded`` times the fold's saving: the trainer
+    reads its command as ``lora-brisk``'s with ``--fold-lora off``, and ``lora-brisk`` folds."""
+    folded, unfolded = (_recipe_config(tmp_path, n) for n in ("lora-brisk", "lora-brisk-unfolded"))
     assert (folded["fold_lora"], unfolded["fold_lora"]) == ("auto", "off")
     assert folded["lora_rank"] == 16
     differ = {k for k in folded if folded[k] != unfolded[k]}
@@ -646,17 +645,8 @@ def test_the_kl_lora_recipe_is_lora_in_one_pass_with_todays_kl_term(tmp_path, ca
     trainer reads it as ``lora-brisk`` at the fair comparison's LoRA rate with ``today``'s KL
     weight, nothing else, and ``--bf16 off`` reaches every recipe's command."""
     from benchmarks.iteration_time import RECIPES, run_recipe
-    from benchmarks.real_model import FAIR, train_command
 
-    parser = build_parser()
-    s = Settings()
-
-    def config(name: str) -> dict:
-        cmd = train_command("warm", tmp_path / name, s, seed=0, iterations=1) + FAIR \
-            + RECIPES[name]
-        return config_from_args(parser.parse_args(cmd[1:])).to_dict()
-
-    kl, brisk, today = config("lora-kl"), config("lora-brisk"), config("today")
+    kl, brisk, today = (_recipe_config(tmp_path, n) for n in ("lora-kl", "lora-brisk", "today"))
     assert (kl["kl_coef"], kl["lr"], kl["lora_rank"]) == (today["kl_coef"], 1e-4, 16)
     assert kl["kl_coef"] > 0 == brisk["kl_coef"]
     assert {k for k in kl if kl[k] != brisk[k]} == {"kl_coef", "lr", "out_dir"}
