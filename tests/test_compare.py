@@ -104,9 +104,13 @@ def test_paired_difference_and_t_interval_by_hand():
 def test_paired_t_of_one_two_or_no_differences():
     """One seed or one goal has a mean and no interval; two have the widest t interval
     (t(0.975, 1) = 12.7062); none is an error, not a nan."""
-    with pytest.raises(ValueError, match="paired_t needs at least one difference"):
+    with pytest.raises(ValueError, match="^paired_t needs at least one difference$"):
         paired_t([])
     assert paired_t([0.3]) == PairedT(0.3, None, None, None)
+    # Identical differences (every goal moved by the same amount): a zero-width interval, and
+    # a p of 0 (the difference is certain) or 1 (there is none), not a nan from sd = 0.
+    assert paired_t([0.5, 0.5, 0.5]) == PairedT(0.5, 0.5, 0.5, 0.0)
+    assert paired_t([0.0, 0.0]) == PairedT(0.0, 0.0, 0.0, 1.0)
     # d = .1, .3: mean .2, sd = sqrt(.02) = .141421, se = .1; t = 2 on 1 degree of freedom,
     # two-sided p = 1 - 2 atan(2) / pi = .295167.
     t = paired_t([0.1, 0.3])
@@ -186,6 +190,18 @@ def test_rate_difference_is_paired_over_goals():
         again = compare(side("A", a), side("B", b), n_boot=2000, seed=seed)["well_formed"]
         assert (again["bootstrap_ci95"] == r["bootstrap_ci95"]) == same
         assert (again["a"]["ci95"] == r["a"]["ci95"]) == same
+
+
+def test_one_common_goal_gives_a_difference_without_a_t_interval():
+    """One goal (a smoke run, say) is a comparison with a mean and no t interval: n/a in the
+    table, not an error."""
+    from gagpo.compare import format_markdown
+
+    r = compare(side("A", [ep("g1", score=0.2)]), side("B", [ep("g1", True, 0.9)]), n_boot=200)
+    assert r["score"]["diff"] == pytest.approx(0.7)
+    assert (r["score"]["t_ci95"], r["score"]["t_p"]) == ([None, None], None)
+    assert "| score x100 | 20.0 | 90.0 | +70.0 [n/a, n/a], bootstrap [+70.0, +70.0] | p n/a" \
+        in format_markdown(r)
 
 
 def test_goals_in_one_side_only_are_left_out_and_repeats_averaged():
@@ -354,11 +370,14 @@ def test_a_pooled_side_lies_where_its_evaluations_lie_and_plays_one_split():
     assert pooled("mixed", [s0, absolute]).source == Path("evals/seeds").resolve()
     train = Evaluation("train", Path("evals/train/episodes.jsonl"), (ep("g0"),),
                        test | {"split": "train"})
-    with pytest.raises(ValueError, match="cannot pool evaluations of different environments "
-                                         "or splits .WebShop-v0 test, WebShop-v0 train."):
+    with pytest.raises(ValueError, match="^cannot pool evaluations of different environments "
+                                         r"or splits \(WebShop-v0 test, WebShop-v0 train\): a "
+                                         "side's evaluations must play the same goals$"):
         pooled("two splits", [s0, train])
-    with pytest.raises(ValueError, match="no evaluations to pool"):
+    with pytest.raises(ValueError, match="^no evaluations to pool$"):
         pooled("none", [])
+    # Sides with no summary at all pool to an empty one (the table then names no split).
+    assert pooled("bare", [bare, bare]).meta == {}
 
 
 def test_the_markdown_table_prints_each_figure_where_a_reader_looks_for_it():
@@ -400,8 +419,10 @@ def test_the_markdown_table_prints_each_figure_where_a_reader_looks_for_it():
     ]
     result["goals"]["only_a"] = 0
     result["success"]["sign_test"]["p"] = 0.001
+    result["score"]["t_p"] = 0.0123
     text = format_markdown(result)
     assert "(7 and 9 episodes). B - A" in text and "| p = 0.001 (exact sign test" in text
+    assert "| p = 0.012 (paired t test) |" in text
 
 
 def test_an_episodes_file_gives_each_episodes_counts_and_its_summary_the_sides_split(tmp_path):
@@ -449,6 +470,15 @@ def test_actions_are_counted_where_both_sides_name_them(tmp_path):
         {"action": "search[red shoes]", "counts": [2, 1]}]}
     text = format_markdown(result)
     assert "| `click[next >]` | 0 (0.0%) | 3 (37.5%) |" in text
+    # The table under its own header; a reply's | or ` would break the row or the code span.
+    odd = side("B", [replace(ep("g1"), actions=("search[a|b]", "search[`x`]")),
+                     replace(ep("g2"), actions=buys)])
+    lines = format_markdown(compare(a, odd, n_boot=200)).splitlines()
+    at = lines.index("The actions taken most often (steps, and their share of each side's 8 "
+                     "and 6 steps):")
+    assert lines[at + 2:at + 4] == ["| action | A: A | B: B |", "|---|---|---|"]
+    assert "| `search[a\\|b]` | 0 (0.0%) | 1 (16.7%) |" in lines
+    assert "| `search['x']` | 0 (0.0%) | 1 (16.7%) |" in lines
     older = side("B", [ep("g1"), ep("g2")])
     assert compare(a, older, n_boot=200)["actions"] is None
     assert "| action" not in format_markdown(compare(a, older, n_boot=200))
