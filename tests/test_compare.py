@@ -515,6 +515,18 @@ def test_trajectories_give_the_same_episodes_as_the_episodes_file(evals, tmp_pat
             load_evaluation(steps)
 
 
+def test_run_compare_names_single_sides_as_asked_and_keeps_its_documented_defaults(evals,
+                                                                                  capsys):
+    from gagpo.compare import run_compare
+
+    named = run_compare(evals["random"], evals["rule"], n_boot=200, labels=["before", "after"])
+    assert named["labels"] == ["before", "after"]
+    assert "A = before, B = after: 10 common goals" in capsys.readouterr().out
+    plain = run_compare(evals["random"], evals["rule"])
+    assert (plain["labels"], plain["seed"], plain["bootstrap"]) == (["random", "rule"], 0,
+                                                                    10_000)
+
+
 def test_cli_errors_exit_2_with_a_message(evals, tmp_path, capsys):
     from gagpo.cli import main
 
@@ -526,6 +538,8 @@ def test_cli_errors_exit_2_with_a_message(evals, tmp_path, capsys):
     (empty / "trajectories.jsonl").write_text("")
     other = tmp_path / "other.json"
     other.write_text(json.dumps({"rows": [1, 2]}))
+    nested = tmp_path / "nested.json"  # objects in an object, none a held-out summary
+    nested.write_text(json.dumps({"rows": {"n": 2}}))
     nothing = tmp_path / "nothing"
     nothing.mkdir()
     trained = tmp_path / "trained"
@@ -544,6 +558,7 @@ def test_cli_errors_exit_2_with_a_message(evals, tmp_path, capsys):
          "(it is a training run's held-out summaries; the trainer keeps no episodes of them: "
          "evaluate its checkpoint with gagpo export, then gagpo eval --out)"),
         ((str(other), str(evals["rule"])), "(it is not an evaluation gagpo writes)"),
+        ((str(nested), str(evals["rule"])), "(it is not an evaluation gagpo writes)"),
         ((str(nothing), str(evals["rule"])), "holds no evaluation: gagpo compare reads the "
          "episodes.jsonl or trajectories.jsonl that gagpo eval --out DIR writes"),
         ((str(trained), str(evals["rule"])), "evals.json has no per-episode records (it is a "
