@@ -93,13 +93,20 @@ def _line(name: str, old, new) -> str:
     return f"  {name}: checkpoint {old!r}, now {new!r}"
 
 
+LORA_BASE = {"fold_lora": {"lora_rank": 8}, "lora_layers": {"lora_rank": 8},
+             "lora_embeddings": {"lora_rank": 8},
+             "embeddings_lr": {"lora_rank": 8, "lora_embeddings": True}}
+"""The run each LoRA setting is changed in: what :class:`TrainConfig` needs beside it."""
+
+
 @pytest.mark.parametrize("name", FIELDS)
 def test_each_setting_a_resume_changes_is_accepted_or_refused_by_name(name):
     f = next(f for f in dataclasses.fields(TrainConfig) if f.name == name)
     old, new = _default(f), other_value(f)
     assert new != old
-    # --fold-lora counts in a LoRA run only (test_a_checkpoint_that_predates_a_setting...)
-    base = {"lora_rank": 8} if name == "fold_lora" else {}
+    # Settings that modify LoRA are refused without it (--fold-lora counts in a LoRA run only:
+    # test_a_checkpoint_that_predates_a_setting...), so they change a LoRA run here.
+    base = LORA_BASE.get(name, {})
     saved = TrainConfig(**base).to_dict()
     cfg = TrainConfig(**base, **{name: new})  # valid: the config accepts it
     diffs = resume_differences(saved, cfg, 1, 1)
