@@ -527,6 +527,41 @@ def test_run_compare_names_single_sides_as_asked_and_keeps_its_documented_defaul
                                                                     10_000)
 
 
+def _write_eval(folder: Path, goals: list[str], split: str) -> Path:
+    """An evaluation folder as gagpo eval --out writes it: one episode per goal named."""
+    folder.mkdir(parents=True)
+    (folder / "episodes.jsonl").write_text("".join(
+        json.dumps({"task_id": g, "won": False, "score": 0.5, "length": 3,
+                    "malformed_replies": 0, "invalid_actions": 1}) + "\n" for g in goals))
+    (folder / "summary.json").write_text(json.dumps({"env": "WebShop-v0", "split": split}))
+    return folder
+
+
+def test_run_compare_says_what_it_left_out_averaged_or_paired_across_splits(tmp_path, capsys):
+    """The notes above the table: goals of one side only, goals played several times, sides
+    of other splits; two folders of one name become A and B; the JSON lands where asked."""
+    from gagpo.compare import run_compare
+
+    a = _write_eval(tmp_path / "x" / "eval", ["g1", "g1", "g2", "g3"], "test")
+    b = _write_eval(tmp_path / "y" / "eval", ["g1", "g2"], "train")
+    out = tmp_path / "deep" / "er" / "result.json"
+    result = run_compare(a, b, out=out, n_boot=200)
+    printed = capsys.readouterr().out.splitlines()
+    assert printed[:3] == [
+        "note: 1 goals only in A and 0 only in B are left out: compared on the 2 common goals",
+        "note: 1 goals were played several times in A: their episodes are averaged per goal",
+        "note: A is WebShop-v0 test, B is WebShop-v0 train"]
+    assert printed[3].startswith("A = A, B = B: 2 common goals (3 and 2 episodes;")
+    assert result["labels"] == ["A", "B"]
+    assert result["sources"] == [str(a / "episodes.jsonl"), str(b / "episodes.jsonl")]
+    assert json.loads(out.read_text()) == json.loads(json.dumps(result))
+    run_compare(b, _write_eval(tmp_path / "z" / "other", ["g2", "g1"], "train"), n_boot=200)
+    assert not [line for line in capsys.readouterr().out.splitlines()
+                if line.startswith("note:")]  # same goals, once each, one split
+    single = _write_eval(tmp_path / "one", ["g9"], "test")  # a file of one line
+    assert [e.goal for e in load_evaluation(single).episodes] == ["g9"]
+
+
 def test_cli_errors_exit_2_with_a_message(evals, tmp_path, capsys):
     from gagpo.cli import main
 
