@@ -37,6 +37,7 @@ from benchmarks import (
     cpu_costs,
     credit_assignment,
     openenv_serve,
+    prompt_share,
     rollout_overhead,
     rollout_throughput,
     serve_hardening,
@@ -93,6 +94,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     # The pieces of a rollout's cost on this CPU (SmolLM2-135M itself; docs/benchmarks.md quotes the
     # warm-started model's run, the same shapes).
     run("cpu_costs", cpu_costs.main, out("quick/cpu_costs"), failures)
+    # A WebShop step's prompt tokens with 2, 1 or no history pairs (SmolLM2's template).
+    run("prompt_share", prompt_share.main, out("prompt_share"), failures)
     run("alfworld_bench", alfworld_bench.main, out("alfworld_bench"), failures)
     # gagpo serve env: 64 sessions x 2,000 steps
     run("openenv_serve", openenv_serve.main, out("openenv_serve"), failures)
