@@ -204,6 +204,28 @@ def test_one_common_goal_gives_a_difference_without_a_t_interval():
         in format_markdown(r)
 
 
+def test_compare_refuses_bad_settings_and_names_goals_it_cannot_pair_in_full():
+    a = side("A", [ep(f"a{i}") for i in range(5)])
+    b = side("B", [ep(f"b{i}") for i in range(5)])
+    one = Evaluation("C", Path("C"), (ep("a0"),), {"split": "test"})
+    for kwargs, message in (({"seed": -1}, "seed must be >= 0, not -1"),
+                            ({"seed": 1.5}, "seed must be an integer, not 1.5"),
+                            ({"n_boot": 0}, "bootstrap must be >= 1, not 0"),
+                            ({"n_boot": 150.5}, "bootstrap must be an integer, not 150.5"),
+                            ({"n_boot": 99}, "bootstrap must be >= 100 resamples for a 95% "
+                                             "interval, not 99")):
+        with pytest.raises(ValueError) as refused:
+            compare(a, one, **kwargs)
+        assert str(refused.value) == message
+    at_least = compare(a, one, n_boot=100)  # the smallest bootstrap taken
+    assert (at_least["bootstrap"], at_least["meta"]) == (100, [{}, {"split": "test"}])
+    with pytest.raises(ValueError) as apart:
+        compare(a, b, n_boot=100)
+    assert str(apart.value) == (
+        "A and B share no goal (A has 5, e.g. ['a0', 'a1', 'a2']; B has 5, e.g. ['b0', 'b1', "
+        "'b2']): a paired comparison needs two evaluations of the same split")
+
+
 def test_goals_in_one_side_only_are_left_out_and_repeats_averaged():
     a = [ep(f"g{i}", won=i % 2 == 0, score=i / 10) for i in range(10)]  # g0..g9
     b = [ep(f"g{i}", won=True, score=1.0) for i in range(3, 13)]  # g3..g12
