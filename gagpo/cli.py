@@ -1,5 +1,5 @@
 """The ``gagpo`` command line: ``gagpo serve webshop``, ``gagpo eval``, ``gagpo train``,
-``gagpo demo``, ``gagpo view``, ``gagpo export``, ``gagpo compare``."""
+``gagpo demo``, ``gagpo view``, ``gagpo export``, ``gagpo compare``, ``gagpo verl-data``."""
 
 from __future__ import annotations
 
@@ -21,6 +21,12 @@ def _serve_env(args: argparse.Namespace) -> int:
     from gagpo.integrations.openenv.cli import main as serve_env
 
     return serve_env(args.extra)
+
+
+def _verl_data(args: argparse.Namespace) -> int:
+    from gagpo.integrations.verl.dataset import main as verl_data
+
+    return verl_data(args.extra)
 
 
 def _demo(args: argparse.Namespace) -> int:
@@ -200,6 +206,13 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("--out", required=True, help="a new or empty folder")
     export.set_defaults(func=_export if importlib.util.find_spec("torch") else
                         _missing_extras(ImportError("No module named 'torch'")))
+
+    verl_data = sub.add_parser(
+        "verl-data", add_help=False,
+        help="write the task dataset verl reads for an env (train.parquet, test.parquet): "
+             "gagpo verl-data --env WebShop-v0 --out data/webshop; --help lists its options "
+             "(needs gagpo[verl]; docs/verl.md)")
+    verl_data.set_defaults(func=_verl_data, extra_ok=True)  # its own parser owns its options
 
     demo = sub.add_parser("demo", help="train the tiny model on WebShop on this CPU and print "
                                        "held-out success before and after")

@@ -42,6 +42,7 @@ from gagpo.common.numbers import check_number
 from gagpo.distributed import PARALLEL_MODES
 from gagpo.envs.vector import BACKENDS
 from gagpo.losses import AGGREGATIONS, RATIO_LEVELS, LossConfig, check_dual_clip
+from gagpo.step_credit import CreditSettings
 
 _LOSS = LossConfig()  # the loss's defaults are the trainer's
 
@@ -296,6 +297,12 @@ class TrainConfig:
         bound = self.iterations * self.n_groups * self.group_size * (self.max_steps or 50)
         return self.save_observations == "on" or (
             self.save_observations == "auto" and bound <= OBSERVATION_STEPS_AUTO)
+
+    def credit(self) -> CreditSettings:
+        """The settings that turn this run's step tables into advantages (the same rule
+        verl's trainer uses: :mod:`gagpo.step_credit`)."""
+        return CreditSettings(**{f.name: getattr(self, f.name)
+                                 for f in dataclasses.fields(CreditSettings)})
 
     def resolved_lam_norm(self) -> tuple[float, str]:
         """GAE lambda and normalisation: the flags', else GAGPO's variant's own, else the

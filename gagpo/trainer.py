@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
-from gagpo.advantages import compute_advantages
+from gagpo import step_credit
 from gagpo.agents.models import bf16_autocast, is_large
 from gagpo.agents.policies.factory import env_kwargs_for
 from gagpo.common.malloc import return_freed_memory
@@ -205,51 +205,18 @@ def make_vec(cfg: TrainConfig, n_tasks: int, group_size: int, kwargs: dict) -> A
 # Rewards, advantages and the batch of actions to train on: functions of the step table.
 
 
-def valid_actions(table: StepTable) -> np.ndarray:
-    """Per step: the reply was well formed and the env accepted its action."""
-    return table.column("well_formed", bool) & table.column("action_valid", bool)
-
-
-def env_rewards(table: StepTable, cfg: TrainConfig) -> np.ndarray:
-    """``reward_scale`` x success (or x the env's score) on an episode's last step, else 0."""
-    end = table.column("won" if cfg.reward == "success" else "score", np.float64)
-    return np.where(table.column("done", bool), cfg.reward_scale * end, 0.0)
-
-
-def invalid_penalties(table: StepTable, cfg: TrainConfig) -> np.ndarray:
-    """``invalid_penalty`` on steps whose action was malformed or rejected, else 0."""
-    return np.where(valid_actions(table), 0.0, cfg.invalid_penalty)
-
-
-def step_rewards(table: StepTable, cfg: TrainConfig) -> np.ndarray:
-    """r_t with the penalty folded in (``--invalid-penalty-target return``): the env's reward
-    minus ``invalid_penalty`` on steps whose action was malformed or rejected."""
-    return env_rewards(table, cfg) - invalid_penalties(table, cfg)
-
-
 def rewards_and_penalties(table: StepTable, cfg: TrainConfig) -> tuple[np.ndarray, np.ndarray]:
-    """What the estimator gets: r_t, and the amount charged to each step alone (the penalty
-    under ``--invalid-penalty-target step``; 0 under ``return``, where r_t holds it)."""
-    if cfg.invalid_penalty_target == "return":
-        return step_rewards(table, cfg), np.zeros(len(table))
-    return env_rewards(table, cfg), invalid_penalties(table, cfg)
+    """What the estimator gets: r_t, and the amount charged to each step alone
+    (:func:`gagpo.step_credit.rewards_and_penalties` under the run's settings)."""
+    return step_credit.rewards_and_penalties(table, cfg.credit())
 
 
 def advantages_of(table: StepTable, rewards: np.ndarray, cfg: TrainConfig,
                   penalty: np.ndarray | None = None, values: np.ndarray | None = None
                   ) -> tuple[np.ndarray, dict]:
     """One advantage per step (``cfg.algo``; PPO's on the critic's ``values``), and the
-    estimator's details (returns, grouped values, step-group sizes, the critic's targets)."""
-    # object: state keys and observations compared as Python compares the texts.
-    keys = table.column("state_key" if cfg.state_grouping == "state_key" else "observation",
-                        object)
-    lam, norm = cfg.resolved_lam_norm()
-    return compute_advantages(
-        cfg.algo, group=table.column("group"), trajectory=table.column("trajectory"),
-        step=table.column("t", np.int64), key=keys, reward=rewards,
-        gamma=cfg.gamma, lam=lam, norm=norm, omega=cfg.omega,
-        episode_stats=cfg.episode_stats, gagpo_variant=cfg.gagpo_variant, penalty=penalty,
-        value=values, return_details=True)
+    estimator's details (:func:`gagpo.step_credit.step_advantages`)."""
+    return step_credit.step_advantages(table, cfg.credit(), rewards, penalty, values)
 
 
 def training_batch(table: StepTable, adv: np.ndarray) -> UpdateBatch:
@@ -593,7 +560,7 @@ class Learned:
         return RankStats(
             episodes=table.episodes(), advantages=self.advantages.tolist(),
             steps=len(self.steps), shared_steps=int((self.details["state_group_size"] > 1).sum()),
-            invalid_steps=int((~valid_actions(self.steps)).sum()), update=self.update,
+            invalid_steps=int((~step_credit.valid_steps(self.steps)).sum()), update=self.update,
             critic=self.critic, logprob_gap=self.logprob_gap)
 
 
