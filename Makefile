@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo test test-vllm lint docs bench mutate real-model browser clean
+.PHONY: install demo test test-vllm test-verl bench-verl lint docs bench mutate real-model browser clean
 
 EXTRAS ?= test,agents,train,ray,alfworld,bench,openenv,trl,docs
 
@@ -44,6 +44,29 @@ test-vllm: $(VLLM_STAMP)
 	OMP_NUM_THREADS=2 VLLM_CPU_KVCACHE_SPACE=2 GAGPO_REQUIRE_VLLM=1 \
 	  $(VLLM_VENV)/bin/python -m pytest -q -p no:cacheprovider tests/test_agents_vllm.py \
 	  tests/test_trainer.py -k vllm
+
+# verl (gagpo[verl], pinned), in a venv of its own (it pulls a CUDA build of torch, ~6.5 GB): our
+# agent loop through verl's own worker and TransferQueue on local Ray, the trainer's advantages
+# against gagpo train's, the plugin's registration, the launch script's configuration
+# (tests/test_verl.py). verl's training step itself needs a GPU: docs/verl.md.
+VERL_VENV := .venv-verl
+VERL_STAMP := $(VERL_VENV)/.installed
+
+$(VERL_STAMP): pyproject.toml Makefile
+	$(PYTHON) -m venv $(VERL_VENV)
+	$(VERL_VENV)/bin/python -m pip install -q --upgrade pip
+	$(VERL_VENV)/bin/python -m pip install -q -e '.[test,agents,verl]'
+	touch $(VERL_STAMP)
+
+test-verl: $(VERL_STAMP)
+	OMP_NUM_THREADS=2 GAGPO_REQUIRE_VERL=1 $(VERL_VENV)/bin/python -m pytest -q \
+	  -p no:cacheprovider tests/test_verl.py
+
+# The verl agent loop's cost per step beside the environment's own step, 64 trajectories at once
+# (benchmarks/verl_agent_loop.py; writes benchmarks/results/verl_agent_loop/).
+bench-verl: $(VERL_STAMP)
+	OMP_NUM_THREADS=1 $(VERL_VENV)/bin/python -m benchmarks.verl_agent_loop \
+	  --out benchmarks/results/verl_agent_loop
 
 # Headless Chromium for the browser test (Debian packages); skipped where apt is unavailable.
 browser:
@@ -91,4 +114,4 @@ real-model: $(STAMP)
 	OMP_NUM_THREADS=2 $(PY) -m benchmarks.real_model --out benchmarks/results/real_model $(REAL)
 
 clean:
-	rm -rf $(VENV) $(VLLM_VENV) build *.egg-info mutants
+	rm -rf $(VENV) $(VLLM_VENV) $(VERL_VENV) build *.egg-info mutants

@@ -39,7 +39,7 @@ class AgentSettings:
 
     def __post_init__(self) -> None:
         check_number("history_length", self.history_length, ">= 0", integer=True)
-        check_number("near_miss_cutoff", self.near_miss_cutoff, "in [0, 100]")
+        check_number("near_miss_cutoff", self.near_miss_cutoff, ">= 0")
         check_number("max_steps", self.max_steps, ">= 1", integer=True, optional=True)
         if not isinstance(self.env_kwargs, dict):
             raise ValueError(f"env_kwargs must be a mapping, not {self.env_kwargs!r}")

@@ -64,10 +64,12 @@ def check_verl_config(config: Any) -> CreditSettings:
         raise ValueError("the gagpo trainer's rewards are the environment's: set "
                          "algorithm.use_kl_in_reward=False and use actor_rollout_ref.actor."
                          "use_kl_loss=True for a KL term")
-    correction = algorithm.get("rollout_correction", None)
-    if correction is not None and not correction.get("bypass_mode", False):
+    correction = algorithm.get("rollout_correction", None) or {}
+    if (correction.get("rollout_is") or correction.get("rollout_rs")) \
+            and not correction.get("bypass_mode", False):
         raise ValueError("the gagpo trainer does not apply verl's decoupled rollout "
-                         "correction: leave algorithm.rollout_correction unset (or bypass_mode)")
+                         "correction: leave algorithm.rollout_correction.rollout_is and "
+                         "rollout_rs unset, or set its bypass_mode")
     return credit
 
 
