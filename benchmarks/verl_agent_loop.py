@@ -385,6 +385,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     # One "no model-specific builder" warning per loop instance otherwise.
     logging.getLogger("verl.utils.tokenizer.continuous_token_wiring").setLevel(logging.ERROR)
     folder = args.tokenizer or tiny_model_folder(TinySpec())
+    label = args.tokenizer or "tiny"  # a name, not this machine's cache folder
     tokenizer = AutoTokenizer.from_pretrained(folder)
     hf_type, cfg = model_type(folder), config(args.history)
     command = command_line("benchmarks.verl_agent_loop", argv)
@@ -392,7 +393,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     with recorded(args.out, command):
         print(f"verl {verl_version}, transformers {transformers.__version__}; "
               f"processor {platform.processor() or platform.machine()!r}, "
-              f"{os.cpu_count()} CPUs; tokenizer {folder} (model_type {hf_type}, "
+              f"{os.cpu_count()} CPUs; tokenizer {label} (model_type {hf_type}, "
               f"{len(tokenizer)} tokens)")
         print(f"GymEnvAgentLoop with ScriptedServer (malformed {args.malformed:g}), "
               f"{args.tasks} tasks x {args.copies} copies gathered in one event loop; "
@@ -408,7 +409,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "machine": machine(), "processor": platform.processor(),
             "arch": platform.machine(), "cpus": os.cpu_count(),
             "verl": verl_version, "transformers": transformers.__version__,
-            "tokenizer": folder, "model_type": hf_type,
+            "tokenizer": label, "model_type": hf_type,
             "settings": {"tasks": args.tasks, "copies": args.copies, "repeats": args.repeats,
                          "malformed": args.malformed, "history_length": args.history,
                          "prompt_length": PROMPT_LENGTH, "response_length": RESPONSE_LENGTH},
