@@ -99,19 +99,19 @@ bench: $(STAMP)
 
 # Mutation testing of the reward, state keys, advantages, losses, parser, vector-env failure
 # handling, tokens and URL parsing: kill rate per module and surviving mutants (one worker;
-# MUTATE=<target ...> runs some; see `python -m benchmarks.mutation --list`).
+# MUTATE=<target ...> runs some; see `python -m tools.mutation --list`).
 MUTATE ?=
 mutate: $(STAMP)
 	$(PY) -c "import mutmut" 2>/dev/null || $(PY) -m pip install -q "mutmut>=3.8,<4"
-	$(PY) -m benchmarks.mutation $(MUTATE)
+	$(PY) -m tools.mutation $(MUTATE)
 
 # A real language model learns to shop: SmolLM2-135M-Instruct warm-started on the expert's
 # WebShop episodes, then GAGPO, GiGPO and GRPO from that checkpoint, each evaluated on 200 held-out
 # goals. Hours on a 2-core CPU, in stages that resume where they stopped (run it again); the
-# weights go to runs/real_model/, the table and curves to benchmarks/results/real_model/.
+# weights go to runs/real_model/, the table and curves to studies/real_model/results/.
 REAL ?=
 real-model: $(STAMP)
-	OMP_NUM_THREADS=2 $(PY) -m benchmarks.real_model --out benchmarks/results/real_model $(REAL)
+	OMP_NUM_THREADS=2 $(PY) -m studies.real_model.real_model --out studies/real_model/results $(REAL)
 
 clean:
 	rm -rf $(VENV) $(VLLM_VENV) $(VERL_VENV) build *.egg-info mutants

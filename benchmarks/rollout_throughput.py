@@ -47,7 +47,7 @@ free.
         [--vllm-kwargs JSON] [--save-calls FILE] [--replay FILE] [--out DIR]
 
 A quick check: ``--tasks 2 --copies 4 --max-new-tokens 32``. ``--model RUN/final`` measures
-a warm-started model (``benchmarks/real_model.py``), whose replies are well formed and whose
+a warm-started model (``studies/real_model/real_model.py``), whose replies are well formed and whose
 episodes are as long as a training run's. ``--save-calls FILE`` writes every call's prompts;
 ``--replay FILE`` has the sides answer those calls again without the envs, so that two venvs
 (vLLM's pins its own transformers) or two machines answer the same prompts.
@@ -57,7 +57,6 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
-import itertools
 import os
 import statistics
 import sys
@@ -77,16 +76,6 @@ from gagpo.common.flags import json_object
 from gagpo.envs.vector import GroupVectorEnv
 
 ENV = "WebShop-v0"
-
-
-def trie_tokens(prompts: list[list[int]]) -> int:
-    """Tokens a prefix cache over these prompts would prefill: the nodes of their trie (each
-    prompt's tokens less its longest common prefix with its neighbour in sorted order)."""
-    from gagpo.agents.policies.hf import common_start
-
-    ordered = sorted(tuple(p) for p in prompts)
-    return sum(len(p) for p in ordered) - sum(
-        common_start(a, b) for a, b in itertools.pairwise(ordered))
 
 
 class PeakRSS:
@@ -177,6 +166,8 @@ class SideBySide:
         self.calls.append({"messages": [r.messages for r in requests],
                            "prompt_token_ids": [r.prompt_token_ids for r in out]})
         self.prompt_lengths += [len(r.prompt_token_ids or []) for r in out]
+        from gagpo.agents.policies.hf import trie_tokens
+
         self.trie_tokens += trie_tokens([r.prompt_token_ids or [] for r in out])
         self.batch_sizes.append(len(requests))
         # Progress on stderr (the report is stdout): a full run takes tens of minutes.

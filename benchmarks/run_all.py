@@ -3,7 +3,10 @@
     python -m benchmarks.run_all [--large N] [--out DIR]
 
 The figures of docs/benchmarks.md are the committed reports in ``benchmarks/results/<name>/``
-(``report.txt``: the command, the machine and the output). They come from this run, except:
+(``report.txt``: the command, the machine and the output; a variant of a benchmark, run with
+other flags or on another machine, in ``<name>/<variant>/``, such as ``vector_bench/alfworld``).
+One-off studies (``studies/``) are frozen and not run here. The reports come from this run,
+except:
 
 - the WebShop rows for 1.2M products (search latency, serving memory, generate / convert /
   index, reopening a cached catalog) need ``--large 1200000``: a catalog of that size is
@@ -37,7 +40,6 @@ from benchmarks import (
     cpu_costs,
     credit_assignment,
     openenv_serve,
-    prompt_share,
     rollout_overhead,
     rollout_throughput,
     serve_hardening,
@@ -86,7 +88,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         ["--seconds", "30"] + out("quick/serve_hardening"), failures)
     run("vector_bench", vector_bench.main, out("vector_bench"), failures)
     run("vector_bench_alfworld", vector_bench.main,
-        ["--env", "alfworld", "--rounds", "2"] + out("vector_bench_alfworld"), failures)
+        ["--env", "alfworld", "--rounds", "2"] + out("vector_bench/alfworld"), failures)
     run("rollout_overhead", rollout_overhead.main, out("rollout_overhead"), failures)
     run("rollout_throughput", rollout_throughput.main,
         ["--tasks", "2", "--copies", "4", "--max-new-tokens", "32", "--max-steps", "3"]
@@ -94,8 +96,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     # The pieces of a rollout's cost on this CPU (SmolLM2-135M itself; docs/benchmarks.md quotes the
     # warm-started model's run, the same shapes).
     run("cpu_costs", cpu_costs.main, out("quick/cpu_costs"), failures)
-    # A WebShop step's prompt tokens with 2, 1 or no history pairs (SmolLM2's template).
-    run("prompt_share", prompt_share.main, out("prompt_share"), failures)
     run("alfworld_bench", alfworld_bench.main, out("alfworld_bench"), failures)
     # gagpo serve env: 64 sessions x 2,000 steps
     run("openenv_serve", openenv_serve.main, out("openenv_serve"), failures)

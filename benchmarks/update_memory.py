@@ -32,7 +32,7 @@ rollout asked them (their lengths, and the copies of a task that share a prompt)
 ``--reply`` tokens of reply (the recording keeps prompts only):
 
     python -m benchmarks.update_memory --calls \
-        benchmarks/results/rollout_throughput_avx2/calls.jsonl.gz --reply 48 \
+        benchmarks/results/rollout_throughput/avx2/calls.jsonl.gz --reply 48 \
         --model runs/real_model/warm_start/final --settings on,4096,mmap,amp,off \
         on,4096,mmap,amp,on
 """

@@ -6,8 +6,8 @@ the adapters' gradients computed by hand (:func:`folded_lora_update`).
 An unmerged LoRA layer runs three products (the frozen weight, then A and B) and a few more
 kernel calls for every linear layer of every decoding step, and under autocast its frozen
 weight is cast again at every call; on a CPU a rollout of SmolLM2-135M took 1.7x as long as
-the same rollout without adapters (``benchmarks/results/iteration_time/``). Folded, each layer
-runs one product of ``W + scale * B @ A``: the same function up to rounding.
+the same rollout without adapters (``studies/cheaper_iteration/results/iteration_time/``).
+Folded, each layer runs one product of ``W + scale * B @ A``: the same function up to rounding.
 """
 
 from __future__ import annotations

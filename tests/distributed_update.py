@@ -72,7 +72,7 @@ def optimizer(params) -> torch.optim.Optimizer:
 
 
 def with_old_logprobs(model, batch: dict, pad_id: int) -> dict:
-    from gagpo.losses import reply_logprobs
+    from gagpo.logprobs import reply_logprobs
 
     with torch.no_grad():
         logp, mask, _ = reply_logprobs(model, batch["prompt"], batch["reply"], pad_id=pad_id)

@@ -12,7 +12,6 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from benchmarks.rollout_throughput import trie_tokens
 from gagpo.agents.models import (
     TAG_TOKENS,
     build_tiny_model,
@@ -22,7 +21,7 @@ from gagpo.agents.models import (
 )
 from gagpo.agents.policies import Policy, TransformersPolicy
 from gagpo.agents.policies.base import Reply, Request
-from gagpo.agents.policies.hf import draw, pack_identical, prefill_plan
+from gagpo.agents.policies.hf import draw, pack_identical, prefill_plan, trie_tokens
 from gagpo.agents.react import ReActAgent
 
 torch.set_num_threads(1)  # 2 threads are 10-25x slower for small models here (stack.md)

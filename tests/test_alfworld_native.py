@@ -1,6 +1,6 @@
 """The native ALFWorld engine against the reference engine, and its readers' errors.
 
-- a CI sample of the differential harness (``benchmarks.alfworld_diff``): every task type and
+- a CI sample of the differential harness (``tools.alfworld_diff``): every task type and
   every command kind, both engines side by side, no mismatch;
 - the grammar's symbol and query notations read exactly as the reference's parsers read them
   (random strings), and the demangler names as ALFWorld's;
@@ -53,7 +53,7 @@ def one_game(data_dir: Path) -> Path:
 
 
 def test_diff_sample_every_task_type_and_command_kind(data_dir: Path) -> None:
-    from benchmarks import alfworld_diff
+    from tools import alfworld_diff
 
     out = io.StringIO()
     summary = alfworld_diff.run(games=8, steps=70, data_dir=str(data_dir), seed=1, out=out)
@@ -68,7 +68,7 @@ def test_diff_sample_every_task_type_and_command_kind(data_dir: Path) -> None:
 def test_diff_with_rewritten_grammars(data_dir: Path) -> None:
     """Both engines derive their text from the game's grammar: rewritten wordings, separators,
     templates and rules still match."""
-    from benchmarks import alfworld_diff
+    from tools import alfworld_diff
 
     out = io.StringIO()
     summary = alfworld_diff.run(
@@ -81,8 +81,8 @@ def test_diff_with_rewritten_grammars(data_dir: Path) -> None:
 def test_diff_reports_a_mismatch(data_dir: Path, tmp_path: Path, monkeypatch) -> None:
     """The harness sees a difference (here a native engine that answers one command wrongly)
     and exits with 1."""
-    from benchmarks import alfworld_diff
     from gagpo.envs.alfworld.native import play
+    from tools import alfworld_diff
 
     real = play.NativeEnv.step
 

@@ -73,10 +73,20 @@ def test_run_recorded_keeps_a_command_s_stdout(tmp_path):
 
 def test_results_the_readme_points_at_exist():
     readme = (ROOT / "README.md").read_text()
-    paths = set(re.findall(r"benchmarks/results/[\w./-]*\w", readme))
+    paths = set(re.findall(r"(?<![\w/.-])(?:benchmarks/results|studies)/[\w./-]*\w", readme))
     assert paths, "the README points at no recorded results"
     missing = [p for p in sorted(paths) if not (ROOT / p).exists()]
     assert not missing, missing
+
+
+def test_no_test_benchmark_or_tool_imports_a_frozen_study():
+    """studies/ is read, never run by ``make bench`` nor imported by the suite: a helper that
+    a test or a benchmark needs lives in the package, in benchmarks/ or with the tests."""
+    importing = re.compile(r"^\s*(?:from|import)\s+studies\b", re.MULTILINE)
+    files = [*(ROOT / "benchmarks").glob("*.py"), *(ROOT / "tools").glob("*.py"),
+             *(ROOT / "tests").rglob("*.py")]
+    offenders = [str(f.relative_to(ROOT)) for f in files if importing.search(f.read_text())]
+    assert not offenders, offenders
 
 
 def test_make_bench_exits_1_when_a_benchmark_fails(monkeypatch, capsys):

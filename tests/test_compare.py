@@ -45,7 +45,7 @@ from gagpo.compare import (
 from gagpo.evaluate import wilson
 
 ROOT = Path(__file__).resolve().parents[1]
-REAL_EVALS = ROOT / "benchmarks" / "results" / "real_model" / "bf16_run" / "evals"
+REAL_EVALS = ROOT / "studies" / "real_model" / "results" / "bf16_run" / "evals"
 
 # Student's t 0.975 quantiles from printed tables.
 T_TABLE = {1: 12.7062, 4: 2.7764, 9: 2.2622, 29: 2.0452}

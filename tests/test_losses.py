@@ -5,15 +5,8 @@ import math
 import pytest
 import torch
 
-from gagpo.losses import (
-    LossConfig,
-    action_log_ratio,
-    kl_low_var,
-    pad_batch,
-    policy_loss,
-    reply_logprobs,
-    right_align,
-)
+from gagpo.logprobs import pad_batch, reply_logprobs, right_align
+from gagpo.losses import LossConfig, action_log_ratio, kl_low_var, policy_loss
 
 torch.set_num_threads(1)
 NO_EXTRAS = dict(kl_coef=0.0, entropy_coef=0.0, dual_clip=None)
@@ -151,7 +144,7 @@ def test_packed_passes_give_the_padded_passes_log_probs_entropies_and_gradients(
 
 
 def test_pack_replies_lays_out_positions_mask_and_predictors():
-    from gagpo.losses import pack_replies
+    from gagpo.logprobs import pack_replies
 
     ids, pos, mask, where = pack_replies([1, 2, 3], [[4, 5], [6], []])
     assert ids.tolist() == [[1, 2, 3, 4, 5, 6]] and pos.tolist() == [[0, 1, 2, 3, 4, 3]]
@@ -168,7 +161,7 @@ def test_pack_replies_lays_out_positions_mask_and_predictors():
 
 
 def test_packed_micro_batches_count_a_shared_prompt_once_and_keep_its_rows_together():
-    from gagpo.losses import packed_micro_batches
+    from gagpo.batching import packed_micro_batches
 
     a, b = [1] * 10, [2] * 4
     prompts = [a, b, a, [3] * 10, a]
@@ -283,7 +276,7 @@ def test_kl_per_token_is_capped_at_ten_and_finite_for_impossible_tokens():
     ],
 )
 def test_micro_batches_stay_within_the_padded_budget(lengths, budget, expected):
-    from gagpo.losses import micro_batches
+    from gagpo.batching import micro_batches
 
     batches = micro_batches(lengths, budget)
     assert batches == expected
@@ -429,7 +422,7 @@ def test_kl_without_reference_log_probs_is_a_clear_error():
 
 
 def test_micro_batches_of_empty_replies_cost_nothing():
-    from gagpo.losses import micro_batches
+    from gagpo.batching import micro_batches
 
     assert micro_batches([0, 0, 0], 1) == [[0, 1, 2]]
     assert micro_batches([5, 0, 0], 1) == [[0], [1, 2]]

@@ -1,4 +1,4 @@
-"""``make mutate`` (benchmarks/mutation.py): its targets point at real code and tests, and the
+"""``make mutate`` (tools/mutation.py): its targets point at real code and tests, and the
 driver leaves the package unimported until mutmut has put its mutated copy first.
 
 A driver that imported gagpo at start-up (through a helper module) once made every target
@@ -12,13 +12,13 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.mutation import TARGETS, _module
+from tools.mutation import TARGETS, _module
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_the_driver_imports_no_gagpo_before_mutmut_runs():
-    probe = ("import sys, benchmarks.mutation; "
+    probe = ("import sys, tools.mutation; "
              "print(sorted(m for m in sys.modules if m == 'gagpo' or m.startswith('gagpo.')))")
     out = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True,
                          text=True, check=True)

@@ -20,7 +20,8 @@ from websockets.sync.client import connect  # noqa: E402
 
 import gagpo.envs  # noqa: E402, F401
 from gagpo.envs.remote import ENV_ID, RemoteEnvError  # noqa: E402
-from gagpo.openenv_server import IDLE_CLOSE_CODE, running_server  # noqa: E402
+from gagpo.integrations.openenv.guard import IDLE_CLOSE_CODE  # noqa: E402
+from gagpo.integrations.openenv.server import running_server  # noqa: E402
 
 IDLE = 0.6
 
@@ -184,7 +185,8 @@ def test_a_server_on_its_defaults_takes_the_envs_longest_command_and_counts_its_
     idle timeout a valid choice; a client's action metadata stays on the client (anything may
     be in it); the served env counts the episodes and steps it played, refused ones aside."""
     from gagpo.integrations.openenv.app import build_app
-    from gagpo.openenv_client import GagpoEnvClient, TextAction
+    from gagpo.integrations.openenv.client import GagpoEnvClient
+    from gagpo.integrations.openenv.models import TextAction
 
     probe = gym.make("WebShop-v0")
     limit = int(probe.action_space.max_length)

@@ -13,7 +13,7 @@ import gagpo.envs  # noqa: E402, F401
 from gagpo.envs.checker import check_env  # noqa: E402
 from gagpo.envs.remote import ENV_ID, RemoteEnvError  # noqa: E402
 from gagpo.envs.vector import GroupVectorEnv  # noqa: E402
-from gagpo.openenv_server import running_server  # noqa: E402
+from gagpo.integrations.openenv.server import running_server  # noqa: E402
 
 REMOTE = f"gagpo.envs.remote:{ENV_ID}"
 EXPERT = {"request_infos": ["expert_action"]}

@@ -20,8 +20,10 @@ from test_openenv_limits import eventually
 
 import gagpo.envs  # noqa: E402, F401  (registers the environments)
 from gagpo.envs.base import INFO_KEYS  # noqa: E402
-from gagpo.openenv_client import GagpoEnvClient, TextAction, TextObservation  # noqa: E402
-from gagpo.openenv_server import GagpoEnvironment, ServedEnv, running_server  # noqa: E402
+from gagpo.integrations.openenv.client import GagpoEnvClient  # noqa: E402
+from gagpo.integrations.openenv.environment import GagpoEnvironment, ServedEnv  # noqa: E402
+from gagpo.integrations.openenv.models import TextAction, TextObservation  # noqa: E402
+from gagpo.integrations.openenv.server import running_server  # noqa: E402
 
 EXPERT = {"request_infos": ["expert_action"]}
 ENVS = {"WebShop-v0": ("click[no such button]", [0, 7]),   # bad action, tasks

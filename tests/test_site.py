@@ -1,6 +1,6 @@
 """The documentation site builds: ``mkdocs build --strict`` of mkdocs.yml into a temporary
-folder, offline. Strict turns MkDocs' warnings into a failed build: a link to a page, a
-recorded result (docs/hooks.py serves benchmarks/results/) or an anchor that is not there, a
+folder, offline. Strict turns MkDocs' warnings into a failed build: a link to a page, a recorded
+result (docs/hooks.py serves benchmarks/results/ and studies/) or an anchor that is not there, a
 page of docs/ missing from the navigation, an API reference (``::: gagpo.x``) that does not
 resolve or a docstring griffe cannot read."""
 
@@ -43,6 +43,10 @@ def test_the_site_builds_strict(tmp_path):
     assert 'id="gagpo.compare"' in (site / "api" / "evaluation" / "index.html").read_text()
     assert (site / "benchmarks" / "results" / "index.html").is_file()  # the results index
     assert (site / "benchmarks" / "results" / "demo" / "report.txt").is_file()
+    # The studies' READMEs and records too, not their scripts.
+    assert (site / "studies" / "index.html").is_file()
+    assert (site / "studies" / "real_model" / "results" / "fair_run" / "index.html").is_file()
+    assert not list((site / "studies").rglob("*.py"))
 
 
 def _site_of(tmp_path: Path, page: str) -> Path:

@@ -17,9 +17,10 @@ from two_ranks import TWO_RANKS, run_two_ranks, torchrun_train
 from gagpo.agents.models import TinySpec, tiny_model_folder
 from gagpo.agents.policies.vllm import engine_available
 from gagpo.agents.rollout import StepTable
-from gagpo.losses import micro_batches, reply_logprobs
+from gagpo.batching import micro_batches
+from gagpo.logprobs import reply_logprobs
 from gagpo.train_config import TrainConfig
-from gagpo.trainer import build_model, make_policy, step_rewards, train, update
+from gagpo.trainer import build_model, make_policy, rewards_and_penalties, train, update
 
 torch.set_num_threads(1)
 ROOT = Path(__file__).resolve().parents[1]
@@ -115,8 +116,14 @@ def _three_steps() -> StepTable:
 
 def test_rewards_success_score_and_invalid_penalty():
     steps = _three_steps()
-    assert step_rewards(steps, TrainConfig()).tolist() == pytest.approx([-0.1, 10.0, -0.1])
-    got = step_rewards(steps, TrainConfig(reward="score", reward_scale=1.0, invalid_penalty=0))
+    folded = TrainConfig(invalid_penalty_target="return")
+    rewards, penalty = rewards_and_penalties(steps, folded)
+    assert rewards.tolist() == pytest.approx([-0.1, 10.0, -0.1]) and not penalty.any()
+    rewards, penalty = rewards_and_penalties(steps, TrainConfig())  # the penalty apart
+    assert rewards.tolist() == pytest.approx([0.0, 10.0, 0.0])
+    assert penalty.tolist() == pytest.approx([0.1, 0.0, 0.1])
+    got, _ = rewards_and_penalties(steps, TrainConfig(reward="score", reward_scale=1.0,
+                                                      invalid_penalty=0))
     assert got.tolist() == pytest.approx([0.0, 1.0, 0.5])
 
 

@@ -28,7 +28,7 @@ import gagpo.policy_update as policy_update  # noqa: E402
 import gagpo.trainer as trainer  # noqa: E402
 from gagpo.advantages import compute_advantages  # noqa: E402
 from gagpo.agents.models import load_model  # noqa: E402
-from gagpo.losses import reply_logprobs  # noqa: E402
+from gagpo.logprobs import reply_logprobs  # noqa: E402
 from gagpo.policy_update import reference_weights  # noqa: E402
 from gagpo.train_config import TrainConfig  # noqa: E402
 
@@ -466,7 +466,8 @@ def test_the_update_applies_every_loss_setting(settings, amp, pack):
     bf16, as the hand computation does: float32 passes would give other figures. Packed
     passes (``--pack-prompts on``) give the same gradient, computed by hand packed as well
     (under bf16 the two layouts round differently)."""
-    from gagpo.losses import LossConfig, policy_loss, right_align
+    from gagpo.logprobs import right_align
+    from gagpo.losses import LossConfig, policy_loss
 
     tok = load_model("tiny")[1]
     batch = _random_batch(tok, seed=1)
@@ -531,7 +532,7 @@ def test_minibatches_shuffle_from_the_seed_and_micro_batches_pack_by_length():
     own seed (the same result whatever torch's global stream holds, which it leaves alone);
     inside a minibatch, rows are packed in order of length, so a micro-batch pads little.
     (Padded passes: the layout on a GPU; packed passes pad nothing.)"""
-    from gagpo.losses import micro_batches
+    from gagpo.batching import micro_batches
 
     tok = load_model("tiny")[1]
     batch = _random_batch(tok, n=8, seed=2)

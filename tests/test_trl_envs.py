@@ -15,8 +15,8 @@ import pytest
 pytest.importorskip("openenv", reason="needs the openenv extra: pip install 'gagpo[openenv]'")
 
 import gagpo.envs  # noqa: E402, F401
-from gagpo.openenv_server import running_server  # noqa: E402
-from gagpo.trl_envs import TOOLS, ALFWorldTools, WebShopTools  # noqa: E402
+from gagpo.integrations.openenv.server import running_server  # noqa: E402
+from gagpo.integrations.trl import TOOLS, ALFWorldTools, WebShopTools  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 EXPERT = {"request_infos": ["expert_action"]}

@@ -15,8 +15,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from benchmarks.view_speed import synthetic_run, synthetic_table
 from gagpo.run_folder import read_step_table, save_step_table, step_tables
+from gagpo.synthetic_run import synthetic_run, synthetic_table
 from gagpo.train_config import OBSERVATION_STEPS_AUTO, TrainConfig
 from gagpo.viewer.app import create_app
 

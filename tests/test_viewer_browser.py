@@ -9,8 +9,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from benchmarks.view_speed import synthetic_run
 from gagpo.run_folder import read_step_table, step_tables
+from gagpo.synthetic_run import synthetic_run
 from gagpo.viewer.app import create_app
 from gagpo.viewer.data import CHARTS
 

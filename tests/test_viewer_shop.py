@@ -5,19 +5,23 @@ An episode is played on WebShop-v0 in-process through every page kind (search, r
 their pages, item, item with options chosen, each sub-page, an invalid action, back to search,
 the done page) and written as a training run (a step table) and as an evaluation
 (trajectories.jsonl). For every step, the page its link serves must be the page the shop's own
-Flask app serves for the same state (byte for byte once the mount's URL prefix is taken out and
-the visited marks, which the served URL pages do not track, are dropped), and the page the
-agent's HTML observation was; the links of those pages work through the viewer. Runs whose
-shop cannot be opened (catalog files missing, a served shop, another shop than the run's) get
-a page that says why, never a server error.
+Flask app serves for the same state (byte for byte once the mount's URL prefix is taken out,
+the visited marks, which the served URL pages do not track, are dropped, and the product
+images, which the viewer shows as the shop's placeholder rather than load from their CDN, are
+put back), and the page the agent's HTML observation was; the links of those pages work
+through the viewer, and none of them loads anything from another host. Runs whose shop cannot
+be opened (catalog files missing, a served shop, another shop than the run's) get a page that
+says why, never a server error.
 """
 
 from __future__ import annotations
 
 import json
 import re
+from collections import deque
 from dataclasses import fields, replace
 from pathlib import Path
+from urllib.parse import urljoin, urlsplit
 
 import numpy as np
 import pytest
@@ -145,13 +149,23 @@ def _unmounted(page: str, root: str) -> str:
     return page.replace(f'"{root}/', '"/')
 
 
+PLACEHOLDER = "/static/placeholder.svg"  # the shop's own, served from its mount in the viewer
+
+
+def _placeholders(page: str) -> str:
+    """A page served at the top with its product images from another host shown as the
+    placeholder, as the viewer shows them."""
+    return re.sub(r'(<img [^>]*src=")https?://[^"]*"', rf'\g<1>{PLACEHOLDER}"', page)
+
+
 def _same_page(mine: str, served: str, root: str, state: State) -> None:
     """The viewer's page of ``state`` against the shop's own served page of it."""
     assert html_to_text(mine) == html_to_text(served)  # the text the agent read
     assert html_clickables_original_order(mine) == html_clickables_original_order(served)
     assert html_has_search_bar(mine) == html_has_search_bar(served)
-    # Byte for byte, but for the visited marks (the served pages keep no session memory).
-    assert _unmounted(mine, root).replace(' data-visited="true"', "") == served
+    # Byte for byte, but for the visited marks (the served pages keep no session memory) and
+    # the images (the placeholder in the viewer).
+    assert _unmounted(mine, root).replace(' data-visited="true"', "") == _placeholders(served)
     if state.page == "results" and state.visited:
         assert ' data-visited="true"' in mine and ' data-visited="true"' not in served
 
@@ -177,7 +191,8 @@ def test_each_step_link_serves_the_page_the_shop_serves_for_that_state(shop, epi
         mine = r.get_data(as_text=True)
         _same_page(mine, _served(served, replace(state, visited=frozenset())), root, state)
         # ... and the very page the agent's HTML observation was (visited marks included).
-        assert _unmounted(mine, root) == pages[t] == render_html(shop, state)
+        assert _unmounted(mine, root) == _placeholders(pages[t])
+        assert pages[t] == render_html(shop, state)
         if state.page != "done":
             assert html_to_text_rich(mine) == html_to_text_rich(pages[t])
 
@@ -219,7 +234,7 @@ def test_the_links_of_a_step_page_work_in_the_viewer(shop, episode, tmp_path):
         assert mine.status_code == theirs.status_code == 200, url
         if mine.mimetype == "text/html":
             mine_page = _unmounted(mine.get_data(as_text=True), root)
-            assert mine_page == theirs.get_data(as_text=True)
+            assert mine_page == _placeholders(theirs.get_data(as_text=True))
         else:
             assert mine.data == theirs.data
     assert states[0].page == "search"  # the page with the search box
@@ -230,7 +245,8 @@ def test_the_links_of_a_step_page_work_in_the_viewer(shop, episode, tmp_path):
     theirs = served.post(form["action"][len(root):], data=query, follow_redirects=True)
     assert mine.status_code == theirs.status_code == 200
     assert mine.request.path.startswith(f"{root}/search_results/")
-    assert _unmounted(mine.get_data(as_text=True), root) == theirs.get_data(as_text=True)
+    assert _unmounted(mine.get_data(as_text=True), root) == \
+        _placeholders(theirs.get_data(as_text=True))
     # A state the URL cannot hold is the shop's own error page, not a viewer error.
     bad = viewer.get(f"{root}/item_page/fixed_0/NOPE/x/1/%7B%7D")
     assert bad.status_code == 404 and "No product with that ASIN" in bad.get_data(as_text=True)
@@ -305,3 +321,119 @@ def test_a_run_on_a_served_shop_or_another_shop_gets_a_page_that_says_so(episode
     assert c.get("/shop/key/1/0/3").status_code == 200  # the steps before it still open
     _problem(c, "/shop/key/1/0/99", 404, "no step 99")
     _problem(c, "/shop-site/nope/", 404, "No such run")
+
+
+# -- nothing from another host: the viewer's shop pages load only from the viewer ------------
+
+_LOCAL_HOSTS = ("localhost", "127.0.0.1")
+_CSS_URL = re.compile(r"""url\(\s*(["']?)(.*?)\1\s*\)|@import\s+(["'])(.*?)\3""", re.I | re.S)
+
+
+def _css_urls(css: str) -> list[str]:
+    return [m.group(2) if m.group(2) is not None else m.group(4) for m in _CSS_URL.finditer(css)]
+
+
+def _references(body: str, mimetype: str) -> tuple[list[str], list[str]]:
+    """Every URL a page, style sheet or image names for the browser to load or follow (src,
+    href, srcset, action, data-url, data-fallback, CSS url() and @import; an SVG's href), and
+    of those the ones the crawl follows (GET links, forms that get, option links, sources)."""
+    if mimetype == "text/css":
+        return _css_urls(body), []
+    if mimetype == "image/svg+xml":
+        return re.findall(r'href="([^"]*)"', body) + _css_urls(body), []
+    if mimetype != "text/html":
+        return [], []
+    soup = BeautifulSoup(body, "html.parser")
+    named, follow = [], []
+    for tag in soup.find_all(True):
+        for attr in ("src", "href", "action", "data-url", "data-fallback", "poster"):
+            if tag.get(attr) is not None:
+                named.append(tag[attr])
+                if attr != "action" or (tag.get("method") or "get").lower() == "get":
+                    follow.append(tag[attr])
+        for attr in ("srcset", "imagesrcset"):
+            if tag.get(attr):
+                named += [c.strip().split()[0] for c in tag[attr].split(",") if c.strip()]
+        if tag.get("style"):
+            named += _css_urls(tag["style"])
+        if tag.name == "style":
+            named += _css_urls(tag.get_text())
+    return named, follow
+
+
+def _off_this_machine(url: str, page: str) -> bool:
+    full = urlsplit(urljoin(f"http://localhost{page}", url.strip()))
+    if full.scheme == "data":
+        return False
+    return full.scheme not in ("http", "https") or full.hostname not in _LOCAL_HOSTS
+
+
+def test_the_viewers_shop_pages_load_nothing_from_another_host(shop, episode, tmp_path):
+    """A crawl of a small run's shop pages in the viewer (every step's page, then every link,
+    option, sub-page and static file they lead to) finds no reference to another host: the
+    product images, which the shop itself serves from their CDN, are the placeholder, served
+    by the viewer with 200."""
+    goal, actions, rows, pages, states = episode
+    run = _train_run(tmp_path / "small run", rows, {"num_products": N_PRODUCTS})
+    viewer = create_app([run]).test_client()
+    group = viewer.get("/run/small%20run/iter/1").get_data(as_text=True)
+    start = re.findall(r'class="shoplink[^"]*" href="([^"]+)"', group)
+    assert len(start) == len(actions) + 1
+    queue, seen, outside, images = deque(start), set(start), [], set()
+    kinds, visited = set(), 0
+    while queue and visited < 200:
+        url, visited = queue.popleft(), visited + 1
+        r = viewer.get(url)
+        if r.status_code in (301, 302, 303, 307, 308):  # the done page's new session
+            named, follow = [r.headers["Location"]], [r.headers["Location"]]
+        else:
+            assert r.status_code == 200, (url, r.status_code)
+            text = r.mimetype.startswith(("text/", "image/svg"))
+            named, follow = _references(r.get_data(as_text=True) if text else "", r.mimetype)
+        outside += [(url, u) for u in named if _off_this_machine(u, url)]
+        if r.status_code == 200 and r.mimetype == "text/html":
+            soup = BeautifulSoup(r.get_data(as_text=True), "html.parser")
+            kinds.update(c for c in soup.body.get("class", []) if c.startswith("page-"))
+            images.update(img["src"] for img in soup.find_all("img"))
+        for u in follow:
+            path = urlsplit(urljoin(f"http://localhost{url}", u))
+            path = path.path + (f"?{path.query}" if path.query else "")
+            if not _off_this_machine(u, url) and path.startswith(("/shop/", "/shop-site/")) \
+                    and path not in seen:
+                seen.add(path)
+                queue.append(path)
+    assert not outside, outside[:10]
+    assert {"page-search", "page-results", "page-item", "page-item_sub", "page-done"} <= kinds
+    placeholder = f"/shop-site/small%20run{PLACEHOLDER}"
+    assert images == {placeholder} and placeholder in seen
+    r = viewer.get(placeholder)
+    assert r.status_code == 200 and r.mimetype == "image/svg+xml" and b"<svg" in r.data
+    # ... where the shop itself, for the same states, shows its catalog's images from the CDN.
+    served = shop_app(shop, api=False).test_client()
+    cdn = {img["src"] for state in states
+           for img in BeautifulSoup(_served(served, replace(state, visited=frozenset())),
+                                    "html.parser").find_all("img")}
+    assert cdn and all(_off_this_machine(src, "/") for src in cdn)
+
+
+@pytest.mark.parametrize(("src", "outside"), [
+    ("https://m.media-amazon.com/images/I/41hLcmgNbqL.jpg", True),
+    ("HTTP://cdn.example/x.jpg", True),
+    ("//cdn.example/x.jpg", True),           # protocol-relative
+    ("\\\\cdn.example/x.jpg", True),         # browsers read a backslash as a slash
+    ("/\\cdn.example/x.jpg", True),
+    (" \thttps://cdn.example/x.jpg", True),  # leading space, a tab inside
+    ("ht\ttps://cdn.example/x.jpg", True),
+    ("&#104;ttps://cdn.example/x.jpg", True),  # as written in the attribute: escaped
+    ("/shop-site/r/static/placeholder.svg", False),
+    ("static/x.svg", False),
+    ("data:image/svg+xml,%3Csvg%2F%3E", False),
+])
+def test_images_from_another_host_become_the_placeholder(src, outside):
+    from gagpo.viewer.shop import local_images, off_site
+
+    assert off_site(src) is outside
+    page = f'<ul><img src="{src}" class="result-img" alt="" data-fallback="/r/static/x"></ul>'
+    shown = local_images(page, "/r")
+    want = "/r/static/placeholder.svg" if outside else src
+    assert shown == page.replace(f'src="{src}"', f'src="{want}"')

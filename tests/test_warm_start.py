@@ -14,7 +14,7 @@ from gagpo.agents.policies.factory import env_kwargs_for
 from gagpo.agents.policies.scripted import explain
 from gagpo.agents.react import ReActAgent
 from gagpo.envs import split_tasks
-from gagpo.losses import reply_logprobs
+from gagpo.logprobs import reply_logprobs
 from gagpo.train_config import TrainConfig
 from gagpo.trainer import env_kwargs, make_policy, make_vec
 from gagpo.warm_start import (

@@ -41,13 +41,14 @@ explicit mask, which skips none of the causal blocks, and measured on SmolLM2-13
 thread) a 1,056-token prompt's last 897 tokens cost as much after its 159-token start as the
 whole prompt did (1.6-2.1 s against 1.8-1.9); over the recorded 8 x 8 rollout, 13% fewer
 prompt tokens computed gave 210 s of prefill against 216
-(``benchmarks/results/rollout_throughput_8x8_bf16_starts``). It pays only where the shared
+(``benchmarks/results/rollout_throughput/8x8_bf16_starts``). It pays only where the shared
 starts are long.
 """
 
 from __future__ import annotations
 
 import copy
+import itertools
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -132,6 +133,15 @@ def prefill_plan(prompts: Sequence[Sequence[int]], min_shared: int = MIN_SHARED_
     return passes
 
 
+def trie_tokens(prompts: Sequence[Sequence[int]]) -> int:
+    """Tokens a prefix cache over these prompts would prefill: the nodes of their trie (each
+    prompt's tokens less its longest common prefix with its neighbour in sorted order), the
+    floor below :func:`prefill_plan`'s passes."""
+    ordered = sorted(tuple(p) for p in prompts)
+    return sum(len(p) for p in ordered) - sum(
+        common_start(a, b) for a, b in itertools.pairwise(ordered))
+
+
 def _chunks(n: int, size: int) -> list[range]:
     return [range(i, min(i + size, n)) for i in range(0, n, size)]
 
@@ -207,7 +217,7 @@ def draw(probs: torch.Tensor, uniforms: torch.Tensor) -> torch.Tensor:
     the uniform times the row's total (a binary search). ``torch.multinomial`` draws one sample
     through an exponential variate per weight (the Gumbel-max trick), which on a CPU took 15.6
     ms a decoding step for 16 rows of SmolLM2's 49,152-token vocabulary against 0.48 ms for
-    this, a tenth of the step's 140 ms (``benchmarks/results/cpu_costs_bf16/``)."""
+    this, a tenth of the step's 140 ms (``benchmarks/results/cpu_costs/bf16/``)."""
     cumulative = probs.cumsum(dim=-1)
     total = cumulative[:, -1:]
     u = uniforms.to(cumulative.dtype).view(-1, 1) * total

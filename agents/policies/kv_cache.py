@@ -18,7 +18,7 @@ Measured on SmolLM2-135M, 8-64 rows of 600-token prompts, 2-core AVX512-BF16 CPU
   so the cache is never repeated per query head: transformers 5.19 repeats it at every step
   (5.24 no longer does), and on it the trainer's decoding of one benchmark rollout took 295 s
   with the repeat against 125 s without (float32, AVX2 CPU, 2 threads;
-  ``benchmarks/results/rollout_throughput_vllm``). The update runs under it too: a training
+  ``benchmarks/results/rollout_throughput/vllm``). The update runs under it too: a training
   pass of one prompt and several packed replies (:data:`PACKED_PROMPT`) attends split, the
   prompt's rows causally with no mask and only the replies' rows under it.
 """

@@ -34,8 +34,9 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from gagpo.envs.alfworld.games import DEFAULT_SEED, DEFAULT_SIZES
 from gagpo.envs.alfworld.generator import (
+    DEFAULT_SEED,
+    DEFAULT_SIZES,
     GENERATOR_TAG,
     LAYOUT_DIR,
     game_file_json,

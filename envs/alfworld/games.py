@@ -21,12 +21,17 @@ from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 
-from gagpo.envs.alfworld.generator import GENERATOR_TAG, LAYOUT_DIR, SHORT_NAMES, SPLITS, TASK_TYPES
+from gagpo.envs.alfworld import default_set
+from gagpo.envs.alfworld.generator import (  # DEFAULT_*: the default set's, defined there
+    DEFAULT_SEED,
+    DEFAULT_SIZES,
+    GENERATOR_TAG,
+    LAYOUT_DIR,
+    SHORT_NAMES,
+    SPLITS,
+    TASK_TYPES,
+)
 
-# Default generated set (shipped with the package, see default_set.py): every task type in
-# every split (8 per type in train, 4 in each held-out split).
-DEFAULT_SIZES = {"train": 48, "valid_seen": 24, "valid_unseen": 24}
-DEFAULT_SEED = 0
 LABEL_GENERATED = "ALFWorld-style (generated games)"
 LABEL_OFFICIAL = "ALFWorld (official games)"
 
@@ -139,8 +144,6 @@ def default_generated_dir(seed: int = DEFAULT_SEED, sizes: dict[str, int] | None
     target = cache_dir() / "alfworld" / f"generated-v1-seed{seed}-{tag}"
 
     def generate(out: Path) -> None:
-        from gagpo.envs.alfworld import default_set
-
         shipped = dict.fromkeys(sizes, 0)
         if seed == default_set.shipped_seed():
             shipped = default_set.unpack(out, sizes)

@@ -52,6 +52,11 @@ SHORT_NAMES = {
 SPLITS = ("train", "valid_seen", "valid_unseen")
 LAYOUT_DIR = "json_2.1.1"
 GENERATOR_TAG = "gagpo ALFWorld-style generator v1"
+# The default generated set (shipped with the package: gagpo.envs.alfworld.default_set, read by
+# gagpo.envs.alfworld.games): every task type in every split (8 per type in train, 4 in each
+# held-out split). Here, with the generator that makes it, so that both import it one way.
+DEFAULT_SIZES = {"train": 48, "valid_seen": 24, "valid_unseen": 24}
+DEFAULT_SEED = 0
 
 # Appliance each state-changing task needs (the first; the domain cleans only in a SinkBasin),
 # and the classes that are never the goal receptacle of that task.

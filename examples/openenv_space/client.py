@@ -1,5 +1,5 @@
-"""OpenEnv's EnvClient for a served gagpo env (defined in gagpo.openenv_client)."""
+"""OpenEnv's EnvClient for a served gagpo env (defined in gagpo.integrations.openenv.client)."""
 
-from gagpo.openenv_client import GagpoEnvClient
+from gagpo.integrations.openenv.client import GagpoEnvClient
 
 __all__ = ["GagpoEnvClient"]

@@ -1,5 +1,6 @@
-"""The action, observation and state of a served gagpo env (defined in gagpo.openenv_client)."""
+"""The action, observation and state of a served gagpo env (defined in
+gagpo.integrations.openenv.models)."""
 
-from gagpo.openenv_client import TextAction, TextObservation, TextState
+from gagpo.integrations.openenv.models import TextAction, TextObservation, TextState
 
 __all__ = ["TextAction", "TextObservation", "TextState"]

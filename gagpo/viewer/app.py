@@ -6,8 +6,9 @@ under ``/shop-site/<run>/``), or on a live shop given with ``shop_url``.
 It reads run folders through :mod:`gagpo.run_folder` and :mod:`gagpo.viewer.data`, and
 imports nothing of the trainer's loop, the policies or torch. Every page is drawn on the server
 (SVG charts, forms for the filters): its own pages hold no script and load nothing but this
-server's style sheet (the shop's pages are the shop's: they load its style sheet and script
-from their mount here). A folder that is missing, empty, being written or from an older
+server's style sheet (the shop's pages are the shop's: they load its style sheet, script and
+placeholder image from their mount here, the placeholder in place of every product image from
+another host). A folder that is missing, empty, being written or from an older
 version gets a page that says so, never a server error.
 """
 
@@ -32,6 +33,7 @@ from gagpo.viewer.shop import (
     Recorded,
     ShopProblem,
     goal_of_task,
+    local_images,
     render_step,
     replay,
     run_shop,
@@ -306,7 +308,10 @@ class ViewerApp:
         # The URL form of the mount: the shop writes its script root verbatim into its links.
         environ["SCRIPT_NAME"] = url_for("shop_site", name=name).rstrip("/")
         environ["PATH_INFO"] = ("/" + rest).encode("utf-8").decode("latin-1")  # WSGI's form
-        return Response.from_app(site(source, shop), environ, buffered=True)
+        resp = Response.from_app(site(source, shop), environ, buffered=True)
+        if resp.mimetype == "text/html":  # no image from another host (see local_images)
+            resp.set_data(local_images(resp.get_data(as_text=True), environ["SCRIPT_NAME"]))
+        return resp
 
     def _replay_live(self, task_id: str, actions: list[str]) -> Response:
         """Replay ``actions`` on the served shop's API from the task's first page, and send

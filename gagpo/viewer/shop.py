@@ -10,6 +10,11 @@ the goal's first page with :meth:`~gagpo.servers.webshop.shop.Shop.step`, as Web
 HTML observation had them. The shop's page routes are mounted under the viewer
 (:func:`site`), so every link of a shown page works as well.
 
+The viewer's pages load nothing from outside this machine: a product image the catalog gives
+as a URL of another host (the generated catalog's are Amazon-style CDN addresses) is shown as
+the shop's own placeholder image, served from the mount (:func:`local_images`), on the pages
+rendered here and on the mounted shop's pages alike.
+
 The replay is checked against what the run recorded before a page is shown: the state key
 before each action (the env's ``state_key``, a digest of the state) and the goal's instruction
 in the recorded observation. A shop that does not reproduce the run (other catalog files,
@@ -19,10 +24,13 @@ episode; missing catalog files get a page that says which, never a server error.
 
 from __future__ import annotations
 
+import html
+import re
 import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 import markupsafe
 
@@ -268,7 +276,40 @@ def replay(shop: Shop, source: ShopSource, task_id: str, steps: list[Recorded], 
 
 def render_step(shop: Shop, state: State, root: str) -> str:
     """The page of ``state`` as the shop serves it under ``root`` (its links lead there), with
-    the session's visited products marked as the agent's HTML observation marked them."""
+    the session's visited products marked as the agent's HTML observation marked them, and
+    images from other hosts shown as the placeholder (:func:`local_images`)."""
     from gagpo.servers.webshop.html import render_html
 
-    return render_html(shop, state, f"fixed_{state.goal}", root=root)
+    return local_images(render_html(shop, state, f"fixed_{state.goal}", root=root), root)
+
+
+# An <img> tag of the shop's templates, and its src attribute (autoescaped values: no raw quote
+# or angle bracket inside).
+_IMG = re.compile(r"<img\b[^>]*>", re.IGNORECASE)
+_SRC = re.compile(r'(\ssrc=")([^"]*)(")', re.IGNORECASE)
+_C0_AND_SPACE = "".join(map(chr, range(33)))
+
+
+def off_site(url: str) -> bool:
+    """Whether ``url`` (as written in an attribute: HTML-escaped) names another host, or a
+    scheme other than ``data:``; paths on this server do not. Read as browsers read it: tabs
+    and newlines dropped, surrounding spaces and control characters stripped, a backslash
+    taken for a slash (``\\\\host`` is ``//host``)."""
+    text = re.sub(r"[\t\n\r]", "", html.unescape(url)).strip(_C0_AND_SPACE)
+    parts = urlsplit(text.replace("\\", "/"))
+    return bool(parts.netloc) or parts.scheme.lower() not in ("", "data")
+
+
+def local_images(page: str, root: str) -> str:
+    """``page`` (a shop page mounted under ``root``) with every image whose ``src`` is off
+    this server replaced by the shop's placeholder image at ``root/static/``, so that showing
+    it loads nothing from outside (the catalog's image URLs point at a CDN)."""
+    from gagpo.servers.webshop.html import PLACEHOLDER_IMAGE
+
+    placeholder = str(markupsafe.escape(f"{root}/static/{PLACEHOLDER_IMAGE}"))
+
+    def tag(m: re.Match[str]) -> str:
+        return _SRC.sub(lambda s: s.group(0) if not off_site(s.group(2))
+                        else f"{s.group(1)}{placeholder}{s.group(3)}", m.group(0))
+
+    return _IMG.sub(tag, page)

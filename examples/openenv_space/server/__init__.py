@@ -1,1 +1,1 @@
-"""The server of the Space: gagpo.openenv_server's app for the env $GAGPO_ENV."""
+"""The server of the Space: gagpo.integrations.openenv's app for the env $GAGPO_ENV."""

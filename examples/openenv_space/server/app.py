@@ -8,7 +8,9 @@ GAGPO_ENV_ARGS (a JSON object of gym.make arguments, e.g. {"goals": "synthetic"}
 import json
 import os
 
-from gagpo.openenv_server import ServedEnv, build_app, serve
+from gagpo.integrations.openenv.app import build_app
+from gagpo.integrations.openenv.environment import ServedEnv
+from gagpo.integrations.openenv.server import serve
 
 ENV_ID = os.environ.get("GAGPO_ENV", "WebShop-v0")
 ENV_ARGS = json.loads(os.environ.get("GAGPO_ENV_ARGS", "{}"))
