@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import random
+import re
 import statistics
 import subprocess
 import sys
@@ -155,6 +156,22 @@ def memory_per_env(kind: str, data_dir: str, split: str) -> tuple[float, float]:
     return rss[1] - rss[0], (rss[-1] - rss[1]) / (len(rss) - 2)
 
 
+def summarize(report: str) -> dict[str, float]:
+    """The figures of a printed report (what ``benchmarks.figures`` quotes): over all scene
+    sizes, the step's median on the native engine and the reference (ms) and their ratio.
+
+    Raises:
+        ValueError: the report has no "all sizes" line with the reference beside the native.
+    """
+    line = re.search(r"all sizes: step native ([\d.]+) ms vs reference ([\d.]+) ms \((\d+)x\)",
+                     report)
+    if line is None:
+        raise ValueError("not an alfworld_bench report with the reference engine: no "
+                         "'all sizes: step native ... vs reference ...' line")
+    return {"step_native_ms": float(line[1]), "step_reference_ms": float(line[2]),
+            "step_ratio": float(line[3])}
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--data-dir", default=None, help="official-layout folder (default: ours)")
@@ -164,7 +181,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--out", type=Path, default=None,
                         help="also write the report to OUT/report.txt")
     args = parser.parse_args(argv)
-    with recorded(args.out, command_line("benchmarks.alfworld_bench", argv)):
+    with recorded(args.out, command_line("benchmarks.alfworld_bench", argv), summarize):
         run(args)
 
 

@@ -16,13 +16,14 @@ from __future__ import annotations
 import contextlib
 import datetime
 import io
+import json
 import os
 import platform
 import resource
 import shlex
 import subprocess
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 from gagpo.common.cpu import arithmetic
@@ -106,9 +107,12 @@ class _Tee(io.TextIOBase):
 
 
 @contextlib.contextmanager
-def recorded(out: Path | None, command: str) -> Iterator[None]:
+def recorded(out: Path | None, command: str,
+             summarize: Callable[[str], dict] | None = None) -> Iterator[None]:
     """Print as usual; with ``out``, also write what was printed (after :func:`header`) to
-    ``out/report.txt`` when the block completes. A failed run writes nothing."""
+    ``out/report.txt`` when the block completes, and with ``summarize``, its figures as
+    ``out/summary.json`` (``summarize(report_text)``: what ``benchmarks.figures`` quotes). A
+    failed run writes nothing."""
     if out is None:
         yield
         return
@@ -118,7 +122,10 @@ def recorded(out: Path | None, command: str) -> Iterator[None]:
         yield
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "report.txt").write_text(started + tee.copy.getvalue())
+    report = started + tee.copy.getvalue()
+    (out / "report.txt").write_text(report)
+    if summarize is not None:
+        (out / "summary.json").write_text(json.dumps(summarize(report), indent=1) + "\n")
     print(f"(recorded in {out / 'report.txt'})")
 
 

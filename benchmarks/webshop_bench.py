@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import re
 import socket
 import subprocess
 import sys
@@ -180,6 +181,24 @@ def serving_memory_mb(n_products: int) -> float:
     return float(out.stdout.strip().splitlines()[-1])
 
 
+def summarize(report: str) -> dict[str, float]:
+    """The figures of a printed report (what ``benchmarks.figures`` quotes): the in-process
+    step's median and p90 in ms, its steps/s and speed-up over the original's ~15 ms, and the
+    HTTP step's median.
+
+    Raises:
+        ValueError: the report lacks a line this reads.
+    """
+    step = re.search(r"in-process step +median ([\d.]+) ms +p90 ([\d.]+) ms +([\d,]+) "
+                     r"steps/s +\((\d+)x faster", report)
+    http = re.search(r"HTTP step +median ([\d.]+) ms", report)
+    if step is None or http is None:
+        raise ValueError("not a webshop_bench report: no in-process or HTTP step line")
+    return {"step_median_ms": float(step[1]), "step_p90_ms": float(step[2]),
+            "steps_per_s": float(step[3].replace(",", "")),
+            "speedup_vs_original": float(step[4]), "http_step_median_ms": float(http[1])}
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -188,7 +207,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--out", type=Path, default=None,
                         help="also write the report to OUT/report.txt")
     args = parser.parse_args(argv)
-    with recorded(args.out, command_line("benchmarks.webshop_bench", argv)):
+    with recorded(args.out, command_line("benchmarks.webshop_bench", argv), summarize):
         print("== WebShop-v0 ==")
         bench_env()
         print(f"process memory after the env runs: {rss_mb():,.0f} MB")
