@@ -1,4 +1,5 @@
-"""The README's Results table, made from the reports' machine-readable summaries.
+"""The README's Results table and the docs' tables of figures, made from the reports'
+machine-readable summaries (:data:`BLOCKS` lists them).
 
 Every figure the table quotes is read from a JSON file written beside its report: a run's own
 (``gagpo demo``'s ``evals.json``, ``gagpo eval``'s summaries, ``gagpo compare --out``), a
@@ -6,8 +7,8 @@ benchmark's (``credit_truth.json``, ``results.json``), or ``summary.json``, whic
 :func:`benchmarks.record.recorded` writes from a benchmark's printed report with the
 benchmark's own ``summarize`` function. Nothing in the table is typed by hand::
 
-    python -m benchmarks.figures            # rewrite the table in README.md
-    python -m benchmarks.figures --check    # exit 1 when README.md's table is not the made one
+    python -m benchmarks.figures            # rewrite the tables (README.md, docs/benchmarks.md)
+    python -m benchmarks.figures --check    # exit 1 when a page's table is not the made one
     python -m benchmarks.figures --summaries  # rewrite the summary.json of recorded reports
 
 ``tests/test_figures.py`` runs the check: a quoted figure that differs from its summary fails.
@@ -30,8 +31,6 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
-START = "<!-- results: made by `python -m benchmarks.figures` from the summaries; do not edit -->"
-END = "<!-- end of results -->"
 MAX_ROWS = 10
 MAX_WORDS = 25
 
@@ -173,12 +172,70 @@ def table(rows: Sequence[Row] = ROWS) -> str:
     return "\n".join(lines)
 
 
-def with_table(text: str, made: str) -> str:
-    """``text`` with the part between :data:`START` and :data:`END` replaced by ``made``."""
-    start, end = text.find(START), text.find(END)
-    if start < 0 or end < start:
-        raise ValueError(f"README.md has no {START!r} ... {END!r} markers")
-    return text[:start + len(START)] + "\n" + made + "\n" + text[end:]
+def webshop_table() -> str:
+    """docs/benchmarks.md's WebShop-v0 table, from webshop_bench's summary."""
+    d = load("benchmarks/results/webshop_bench/summary.json")
+    big, mid, small = "1,200,000", "100,000", "1,000"
+    rows = [
+        ("in-process step, median (1k catalog, expert episodes)",
+         f"{d['step_median_ms']:.3f} ms ({d['steps_per_s']:,.0f} steps/s)",
+         f"< 0.1 ms; the original ~15 ms ({d['speedup_vs_original']:.0f}x)"),
+        ("in-process reset, median", f"{d['reset_median_ms']:.3f} ms", ""),
+        ("step over HTTP (JSON API, waitress, loopback)",
+         f"{d['http_step_median_ms']:.2f} ms ({d['http_steps_per_s']:,.0f} steps/s)", ""),
+        *[(f"search p50 / p99, {label} products",
+           f"{d[f'{n}:search_p50_ms']:.2f} / {d[f'{n}:search_p99_ms']:.2f} ms", target)
+          for n, label, target in ((small, "1k", ""), (mid, "100k", "< 2 ms"),
+                                   (big, "1.2M", "< 10 ms")) if f"{n}:search_p50_ms" in d],
+    ]
+    if f"{big}:rss_mb" in d:
+        rows += [
+            ("serving process memory, 1.2M products (200 expert episodes played)",
+             f"{d[f'{big}:rss_mb']:.0f} MB", "< 2 GB"),
+            ("generate / convert / index 1.2M products",
+             f"{d[f'{big}:generate_s']:.0f} s / {d[f'{big}:convert_s']:.0f} s / "
+             f"{d[f'{big}:index_s']:.0f} s (once; cached)",
+             "the original: 15 GB RAM, 30-90 s per start"),
+            ("open a cached 1.2M catalog",
+             f"{d[f'{big}:reopen_ms']:.1f} ms ({d[f'{big}:hash_s']:.1f} s to hash its files "
+             f"where their digests are not remembered); index {d[f'{big}:index_open_ms']:.0f} ms "
+             "(memory-mapped)", ""),
+        ]
+    lines = ["| what | measured | target / original |", "|---|---|---|"]
+    return "\n".join([*lines, *("| " + " | ".join(r) + " |" for r in rows)])
+
+
+@dataclass(frozen=True)
+class Block:
+    """A part of a page that this module makes: between its two marker lines."""
+
+    page: Path
+    name: str
+    make: Callable[[], str]
+
+    @property
+    def start(self) -> str:
+        return (f"<!-- {self.name}: made by `python -m benchmarks.figures` from the "
+                "summaries; do not edit -->")
+
+    @property
+    def end(self) -> str:
+        return f"<!-- end of {self.name} -->"
+
+    def made(self, text: str) -> str:
+        """``text`` with this block's part made anew."""
+        start, end = text.find(self.start), text.find(self.end)
+        if start < 0 or end < start:
+            raise ValueError(f"{self.page.relative_to(ROOT)} has no {self.start!r} ... "
+                             f"{self.end!r} markers")
+        return text[:start + len(self.start)] + "\n" + self.make() + "\n" + text[end:]
+
+
+BLOCKS: tuple[Block, ...] = (
+    Block(README, "results", table),
+    Block(ROOT / "docs" / "benchmarks.md", "webshop speed", webshop_table),
+)
+"""Every part of a page made from the summaries."""
 
 
 def write_summaries() -> list[Path]:
@@ -196,25 +253,29 @@ def write_summaries() -> list[Path]:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--check", action="store_true",
-                        help="exit 1 when README.md's table differs from the made one")
+                        help="exit 1 when a page's table differs from the made one")
     parser.add_argument("--summaries", action="store_true",
                         help="first rewrite the summary.json of the recorded reports")
     args = parser.parse_args(argv)
     if args.summaries:
         for path in write_summaries():
             print(f"wrote {path.relative_to(ROOT)}")
-    text = README.read_text()
-    made = with_table(text, table())
+    stale = []
+    for block in BLOCKS:
+        text = block.page.read_text()
+        made = block.made(text)
+        if made == text:
+            continue
+        stale.append(f"{block.page.relative_to(ROOT)}'s {block.name}")
+        if not args.check:
+            block.page.write_text(made)
+            print(f"rewrote {stale[-1]}")
+    if args.check and stale:
+        print(f"{', '.join(stale)} differ from their summaries: run python -m "
+              "benchmarks.figures", file=sys.stderr)
+        return 1
     if args.check:
-        if made != text:
-            print("README.md's Results table differs from its summaries: run "
-                  "python -m benchmarks.figures", file=sys.stderr)
-            return 1
-        print("README.md's Results table matches its summaries")
-        return 0
-    if made != text:
-        README.write_text(made)
-        print("rewrote README.md's Results table")
+        print("every made table matches its summaries")
     return 0
 
 

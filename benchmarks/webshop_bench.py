@@ -183,20 +183,37 @@ def serving_memory_mb(n_products: int) -> float:
 
 def summarize(report: str) -> dict[str, float]:
     """The figures of a printed report (what ``benchmarks.figures`` quotes): the in-process
-    step's median and p90 in ms, its steps/s and speed-up over the original's ~15 ms, and the
-    HTTP step's median.
+    step's and reset's medians, the step's p90, steps/s and speed-up over the original's ~15
+    ms, the HTTP step's median and steps/s, and per catalog size (``"1,000"``...) search p50 and
+    p99, generate / convert / index seconds, the serving process's RSS, and the times to reopen
+    a converted catalog, hash its files and open its index.
 
     Raises:
         ValueError: the report lacks a line this reads.
     """
     step = re.search(r"in-process step +median ([\d.]+) ms +p90 ([\d.]+) ms +([\d,]+) "
                      r"steps/s +\((\d+)x faster", report)
-    http = re.search(r"HTTP step +median ([\d.]+) ms", report)
-    if step is None or http is None:
+    reset = re.search(r"in-process reset +median ([\d.]+) ms", report)
+    http = re.search(r"HTTP step +median ([\d.]+) ms +p90 [\d.]+ ms +([\d,]+) steps/s", report)
+    if step is None or reset is None or http is None:
         raise ValueError("not a webshop_bench report: no in-process or HTTP step line")
-    return {"step_median_ms": float(step[1]), "step_p90_ms": float(step[2]),
-            "steps_per_s": float(step[3].replace(",", "")),
-            "speedup_vs_original": float(step[4]), "http_step_median_ms": float(http[1])}
+    out: dict[str, float] = {
+        "step_median_ms": float(step[1]), "step_p90_ms": float(step[2]),
+        "steps_per_s": float(step[3].replace(",", "")), "speedup_vs_original": float(step[4]),
+        "reset_median_ms": float(reset[1]), "http_step_median_ms": float(http[1]),
+        "http_steps_per_s": float(http[2].replace(",", ""))}
+    catalog = re.compile(
+        r"^ *([\d,]+) products: generate +([\d.]+) s, convert +([\d.]+) s, index build +"
+        r"([\d.]+) s.*?index open \(mmap\) +([\d.]+) ms, search p50 ([\d.]+) ms p99 ([\d.]+) ms,"
+        r" serving process (\d+) MB RSS\n +reopen the converted catalog ([\d.]+) ms.*?adds: "
+        r"([\d.]+) s", re.M)
+    for m in catalog.finditer(report):
+        size = m[1]
+        for i, name in enumerate(("generate_s", "convert_s", "index_s", "index_open_ms",
+                                  "search_p50_ms", "search_p99_ms", "rss_mb", "reopen_ms",
+                                  "hash_s"), start=2):
+            out[f"{size}:{name}"] = float(m[i])
+    return out
 
 
 def main(argv: Sequence[str] | None = None) -> None:
