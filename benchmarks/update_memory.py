@@ -79,6 +79,7 @@ def one(model: str, rows: int, prompt: int, reply: int, checkpointing: str,
 
     if heap == "mmap" and not return_freed_memory():
         raise SystemExit("heap mmap: glibc's mallopt is not available here")
+    from gagpo.distributed import Compute
     from gagpo.policy_update import frozen_reference
     from gagpo.train_config import TrainConfig
     from gagpo.trainer import build_model, update
@@ -109,11 +110,11 @@ def one(model: str, rows: int, prompt: int, reply: int, checkpointing: str,
              "old_logp": [[-3.0] * reply for _ in range(rows)],
              "adv": [(-1.0) ** i for i in range(rows)]}
     opt = torch.optim.AdamW([p for p in net.parameters() if p.requires_grad], lr=cfg.lr)
+    compute = Compute.local(tok.pad_token_id, amp=amp)
     start, cpu_start = time.perf_counter(), time.process_time()
     tokens = 0.0
     for i in range(updates):
-        stats = update(net, ref, opt, batch, cfg, world=1, epoch_seed=i, amp=amp,
-                       pad_id=tok.pad_token_id)
+        stats = update(net, ref, opt, batch, cfg, compute=compute, epoch_seed=i)
         tokens += stats.padded_tokens
 
     seconds, cpu = time.perf_counter() - start, time.process_time() - cpu_start

@@ -35,6 +35,7 @@ import torch
 
 from gagpo.batching import micro_batches, packed_micro_batches
 from gagpo.distributed import (
+    Compute,
     full_parameters,
     full_state,
     load_full_state,
@@ -102,19 +103,20 @@ class ValueModel(torch.nn.Module):
 
 
 class Critic:
-    """The value model, its optimizer, and what the trainer asks of them."""
+    """The value model, its optimizer, and what the trainer asks of them; its passes run as
+    the policy's do (``compute``: the policy's pad token and autocast, the run's ranks)."""
 
     def __init__(self, lm: Any, lm_tokenizer: Any, cfg: TrainConfig, tokenizer: Any, *,
-                 world: int) -> None:
+                 compute: Compute) -> None:
         if lm_tokenizer.get_vocab() != tokenizer.get_vocab():
             raise ValueError(f"--critic-model {cfg.critic_model!r} tokenises text differently "
                              f"from --model {cfg.model!r}: the critic reads the policy's prompt "
                              "tokens, so it needs the policy's tokenizer")
-        self.cfg, self.world = cfg, world
+        self.cfg, self.compute = cfg, compute
         self.model = ValueModel(lm)
         if cfg.parallel == "fsdp":
             shard_model(self.model)
-        elif world > 1:  # the same start on every DDP rank
+        elif compute.world > 1:  # the same start on every DDP rank
             for p in self.model.parameters():
                 torch.distributed.broadcast(p.data, src=0)
         params = [p for p in self.model.parameters() if p.requires_grad]
@@ -138,9 +140,9 @@ class Critic:
                 [len(prompts[rows[j]]) for j in order], self.cfg.micro_batch_tokens)]
         return [[rows[j] for j in c] for c in cut]
 
-    def _forward(self, prompts: list[Sequence[int]], *, pad_id: int,
-                 amp: torch.dtype | None) -> torch.Tensor:
+    def _forward(self, prompts: list[Sequence[int]]) -> torch.Tensor:
         """V of each prompt, ``[B]``: one pass, over the distinct prompts where deduplicating."""
+        pad_id, amp = self.compute.pad_id, self.compute.amp
         if not self._dedup:
             return self.model(prompts, pad_id=pad_id, amp=amp)
         first: dict[tuple[int, ...], int] = {}
@@ -149,35 +151,33 @@ class Critic:
         return v[torch.tensor(where, device=v.device)]
 
     @torch.no_grad()
-    def values(self, prompts: Sequence[Sequence[int]], *, amp: torch.dtype | None,
-               pad_id: int) -> np.ndarray:
+    def values(self, prompts: Sequence[Sequence[int]]) -> np.ndarray:
         """V(s_t) of each step's prompt (0 for a step whose policy gave no prompt tokens)."""
         self.model.eval()
         out = np.zeros(len(prompts))
         rows = [i for i in range(len(prompts)) if len(prompts[i])]
         with full_parameters(self.model):
             for idx in self._chunks(prompts, rows):
-                v = self._forward([prompts[i] for i in idx], pad_id=pad_id, amp=amp)
+                v = self._forward([prompts[i] for i in idx])
                 out[idx] = v.double().cpu().numpy()
         return out
 
     def update(self, prompts: Sequence[Sequence[int]], old_values: np.ndarray,
-               targets: np.ndarray, *, epoch_seed: int, amp: torch.dtype | None,
-               pad_id: int) -> CriticStats:
+               targets: np.ndarray, *, epoch_seed: int) -> CriticStats:
         """The critic's passes over the iteration's steps (those with prompt tokens), towards
         ``targets`` with the clipped value loss."""
         rows = [i for i in range(len(prompts)) if len(prompts[i])]
-        scale = loss_scale(self.model, self.world)
+        scale = loss_scale(self.model, self.compute.world)
         totals = {"loss": 0.0, "clipped": 0.0, "rows": 0.0}
         self.model.train()
 
         def micro_step(idx: list[int] | None, denom: float) -> None:
             if idx is None:  # a padding pass: same collectives, no gradient
-                chosen, inputs = [], [[pad_id]]
+                chosen, inputs = [], [[self.compute.pad_id]]
             else:
                 chosen = [rows[j] for j in idx]
                 inputs = [prompts[i] for i in chosen]
-            v = self._forward(inputs, pad_id=pad_id, amp=amp)
+            v = self._forward(inputs)
             old = torch.tensor(old_values[chosen] if chosen else [0.0], dtype=torch.float32,
                                device=v.device)
             target = torch.tensor(targets[chosen] if chosen else [0.0], dtype=torch.float32,
@@ -195,7 +195,7 @@ class Critic:
 
         grad_norm = optimizer_steps(
             self.model, self.optimizer, [len(prompts[i]) for i in rows], self.cfg,
-            world=self.world, epoch_seed=epoch_seed, count=len, micro_step=micro_step,
+            compute=self.compute, epoch_seed=epoch_seed, count=len, micro_step=micro_step,
             split=dedup_split if self._dedup else None)
         used_old, used_target = old_values[rows], targets[rows]
         var = float(np.var(used_target)) if rows else 0.0

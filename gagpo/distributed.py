@@ -13,6 +13,9 @@ forward passes while generating. Under FSDP every forward is a collective, so ro
 inside :func:`full_parameters` (the layers are gathered once and stay gathered: no collective
 until they are resharded), and the update gives every rank the same number of micro-batches
 (:func:`rank_micro_batches`: padding passes).
+
+What one rank computes with (its device, the autocast dtype, its rank among how many, the
+pad token) travels through the trainer's functions as one :class:`Compute`.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import contextlib
 import hashlib
 import os
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +33,33 @@ import torch
 from gagpo.batching import micro_batches
 
 PARALLEL_MODES = ("ddp", "fsdp")
+
+
+@dataclass(frozen=True)
+class Compute:
+    """Where and how one rank of a run computes: set once where the run starts
+    (:func:`gagpo.trainer.build_run`), then handed whole to the functions that run the model's
+    passes and the collectives (the update, the critic, the warm start, the evaluation)."""
+
+    device: torch.device
+    """The device the run's models are on (``cuda:<LOCAL_RANK>`` under torchrun on GPUs, else
+    ``cpu``)."""
+    amp: torch.dtype | None
+    """The dtype the passes autocast to, ``torch.bfloat16`` where ``--bf16`` gives it
+    (:func:`gagpo.agents.models.bf16_autocast`), or None: no autocast, float32 throughout."""
+    rank: int
+    """This process's rank, 0 to ``world - 1`` (0 outside torchrun)."""
+    world: int
+    """The number of ranks (1 outside torchrun): the count that collectives and the division
+    of the groups among ranks use."""
+    pad_id: int
+    """The token id that pads a pass's rows (the tokenizer's pad token, else its EOS); padding
+    passes are made of it too."""
+
+    @classmethod
+    def local(cls, pad_id: int = 0, amp: torch.dtype | None = None) -> Compute:
+        """One process on the CPU: rank 0 of 1, autocast to ``amp`` (None: float32)."""
+        return cls(device=torch.device("cpu"), amp=amp, rank=0, world=1, pad_id=pad_id)
 
 
 _joined = False

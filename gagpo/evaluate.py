@@ -31,6 +31,7 @@ from gagpo.common.numbers import check_number
 
 if TYPE_CHECKING:
     from gagpo.agents.rollout import StepTable
+    from gagpo.distributed import Compute
     from gagpo.envs.vector import GroupVectorEnv
 
 Z95 = 1.959964
@@ -360,24 +361,24 @@ def sampling(model: Any, *, engine: Any = None, amp: Any = None) -> Iterator[Non
         yield
 
 
-def evaluate_model(model: Any, agent: Any, tasks: Sequence[Any], *, rank: int, world: int,
+def evaluate_model(model: Any, agent: Any, tasks: Sequence[Any], *, compute: Compute,
                    batch: int, temperature: float, seed: int,
                    new_policy: Callable[[int], Any], new_vec: Callable[[int], GroupVectorEnv],
-                   amp: Any = None, engine: Any = None) -> dict[str, Any]:
+                   engine: Any = None) -> dict[str, Any]:
     """The trainer's held-out evaluation: success and score per task type (as
     :func:`summarise`) on ``tasks``, played at ``temperature`` by the model being trained.
 
-    Each of ``world`` ranks plays its share (``tasks[rank::world]``, :func:`play_in_batches`),
-    in eval mode, under ``amp`` autocast, with FSDP shards gathered and LoRA's adapters
-    folded into the weights (:func:`gagpo.common.lora.folded_for_sampling`); the summary is
-    over all of them. The policy is ``new_policy(seed)`` (a transformers policy on
-    ``model``), or the rollout ``engine`` (vLLM) given the model's current weights; either way
-    ``seed`` is the evaluation's own, so that evaluating never moves the training run's random
-    streams.
+    Each of ``compute.world`` ranks plays its share (``tasks[rank::world]``,
+    :func:`play_in_batches`), in eval mode, under ``compute.amp`` autocast, with FSDP shards
+    gathered and LoRA's adapters folded into the weights
+    (:func:`gagpo.common.lora.folded_for_sampling`); the summary is over all of them. The
+    policy is ``new_policy(seed)`` (a transformers policy on ``model``), or the rollout
+    ``engine`` (vLLM) given the model's current weights; either way ``seed`` is the
+    evaluation's own, so that evaluating never moves the training run's random streams.
     """
     from gagpo.distributed import gather_objects
 
-    mine = list(tasks)[rank::world]
+    mine = list(tasks)[compute.rank::compute.world]
     was_training = model.training
     model.eval()
     if engine is not None:
@@ -387,8 +388,8 @@ def evaluate_model(model: Any, agent: Any, tasks: Sequence[Any], *, rank: int, w
         settings = engine_settings(engine, temperature, seed)
     else:
         settings = contextlib.nullcontext(new_policy(seed))
-    with settings as policy, sampling(model, engine=engine, amp=amp):
+    with settings as policy, sampling(model, engine=engine, amp=compute.amp):
         batches = play_in_batches(policy, agent, mine, batch=batch, new_vec=new_vec)
         episodes = [e for _, table in batches for e in table.episodes()]
     model.train(was_training)
-    return summarise([e for part in gather_objects(episodes, world) for e in part])
+    return summarise([e for part in gather_objects(episodes, compute.world) for e in part])

@@ -24,6 +24,7 @@ from gagpo.agents.policies.kv_cache import gagpo_attention
 from gagpo.batching import micro_batches, packed_micro_batches
 from gagpo.common.lora import folded_lora_update, lora_passes_in
 from gagpo.distributed import (
+    Compute,
     all_reduce_sum,
     full_parameters,
     grad_norm_clip,
@@ -40,7 +41,7 @@ if TYPE_CHECKING:
 
 
 def optimizer_steps(model: Any, optimizer: torch.optim.Optimizer, lengths: list[int],
-                    cfg: TrainConfig, *, world: int, epoch_seed: int,
+                    cfg: TrainConfig, *, compute: Compute, epoch_seed: int,
                     count: Callable[[list[int]], float],
                     micro_step: Callable[[list[int] | None, float], None],
                     split: Callable[[list[int]], list[list[int]]] | None = None) -> float:
@@ -51,12 +52,13 @@ def optimizer_steps(model: Any, optimizer: torch.optim.Optimizer, lengths: list[
     ``micro_batch_tokens`` padded tokens (or as ``split(minibatch)`` cuts it); ``micro_step(idx,
     denominator)`` runs one forward and backward pass on items ``idx`` (None: a padding pass,
     which must run the same collectives with no gradient), with ``denominator`` the global
-    ``count(minibatch)`` over all ranks, which its loss divides by. Gradients are then summed
-    over ranks, clipped to ``max_grad_norm`` and applied, and freed at the end (room for the
-    next rollouts' cache). Returns the sum of the steps' gradient norms before clipping.
+    ``count(minibatch)`` over all ``compute.world`` ranks, which its loss divides by. Gradients
+    are then summed over ranks, clipped to ``max_grad_norm`` and applied, and freed at the end
+    (room for the next rollouts' cache). Returns the sum of the steps' gradient norms before
+    clipping.
     """
     params = [p for p in model.parameters() if p.requires_grad]
-    sharded = is_sharded(model)
+    sharded, world = is_sharded(model), compute.world
     grad_norm = 0.0
     for epoch in range(cfg.ppo_epochs):
         order = torch.randperm(len(lengths),
@@ -184,35 +186,37 @@ def packs_prompts(cfg: TrainConfig, model: Any) -> bool:
     return next(model.parameters()).device.type == "cpu"
 
 
-def lora_update_passes(model: Any, cfg: TrainConfig, amp: torch.dtype | None, world: int
+def lora_update_passes(model: Any, cfg: TrainConfig, compute: Compute
                        ) -> contextlib.AbstractContextManager:
     """A LoRA update's passes made cheaper without changing their values beyond rounding, in
-    one process on a CPU: under autocast without the casts that change no value
-    (``common.lora.lora_passes_in``: every pass cast each frozen weight again), in float32 with
-    each adapted layer run as one product with its adapters folded in (``--fold-lora``,
-    ``common.lora.folded_lora_update``). Elsewhere a no-op: on a GPU the copies would take
-    memory that checkpointing may have been asked to save; DDP and FSDP keep the parameters
-    they were given."""
-    if world > 1 or next(model.parameters()).device.type != "cpu":
+    one process (``compute.world`` 1) on a CPU: under ``compute.amp`` autocast without the
+    casts that change no value (``common.lora.lora_passes_in``: every pass cast each frozen
+    weight again), in float32 with each adapted layer run as one product with its adapters
+    folded in (``--fold-lora``, ``common.lora.folded_lora_update``). Elsewhere a no-op: on a
+    GPU the copies would take memory that checkpointing may have been asked to save; DDP and
+    FSDP keep the parameters they were given."""
+    if compute.world > 1 or next(model.parameters()).device.type != "cpu":
         return contextlib.nullcontext()
-    if amp is not None:
-        return lora_passes_in(model, amp)
+    if compute.amp is not None:
+        return lora_passes_in(model, compute.amp)
     return folded_lora_update(model) if cfg.fold_lora == "auto" else contextlib.nullcontext()
 
 
 def update(model: Any, ref_model: Any | None, optimizer: torch.optim.Optimizer,
-           batch: UpdateBatch | Mapping[str, Sequence], cfg: TrainConfig, *, world: int,
-           epoch_seed: int, amp: torch.dtype | None, pad_id: int) -> UpdateStats:
+           batch: UpdateBatch | Mapping[str, Sequence], cfg: TrainConfig, *, compute: Compute,
+           epoch_seed: int) -> UpdateStats:
     """The policy's :func:`optimizer_steps` on ``batch`` (prompts, replies, old log-probs,
     advantages; an :class:`UpdateBatch` or a mapping of its fields), with the clipped surrogate
-    of :func:`gagpo.losses.policy_loss`."""
+    of :func:`gagpo.losses.policy_loss`; passes padded with ``compute.pad_id`` under
+    ``compute.amp`` autocast, gradients summed over ``compute.world`` ranks."""
     batch = UpdateBatch.of(batch)
+    amp, pad_id = compute.amp, compute.pad_id
     loss_cfg = LossConfig(ratio_level=cfg.resolved_ratio_level(), clip_eps=cfg.clip_eps,
                           clip_eps_high=cfg.clip_eps_high, dual_clip=cfg.dual_clip,
                           kl_coef=cfg.kl_coef, entropy_coef=cfg.entropy_coef,
                           aggregation=cfg.resolved_aggregation())
     temp = sampling_temperature(cfg)
-    scale = loss_scale(model, world)
+    scale = loss_scale(model, compute.world)
     packed = packs_prompts(cfg, model)
     totals: dict[str, float] = {}
     tokens_seen = 0
@@ -261,8 +265,8 @@ def update(model: Any, ref_model: Any | None, optimizer: torch.optim.Optimizer,
 
     lengths = [len(p) + len(r) for p, r in zip(batch.prompt, batch.reply, strict=True)]
     # Packed passes attend split (prompt causal, replies under the mask) forward and backward.
-    with lora_update_passes(model, cfg, amp, world), gagpo_attention(model):
-        grad_norm = optimizer_steps(model, optimizer, lengths, cfg, world=world,
+    with lora_update_passes(model, cfg, compute), gagpo_attention(model):
+        grad_norm = optimizer_steps(model, optimizer, lengths, cfg, compute=compute,
                                     epoch_seed=epoch_seed, count=count, micro_step=micro_step,
                                     split=packed_split if packed else None)
     steps = cfg.ppo_epochs * cfg.num_minibatches
@@ -283,12 +287,12 @@ def passed_tokens(prompts: list, replies: list, packed: bool) -> int:
 
 
 def recompute_old_logprobs(model: Any, batch: UpdateBatch | Mapping[str, Sequence],
-                           cfg: TrainConfig, amp, pad_id: int
+                           cfg: TrainConfig, *, compute: Compute
                            ) -> tuple[UpdateBatch, tuple[float, int]]:
     """``batch`` with the sampler's log-probs replaced by the trained model's own, at the
-    sampling temperature (a new batch: ``batch`` is left as it is), and ``(sum of |sampler -
-    recomputed|, tokens compared)``: how far the sampler's numerics (vLLM's kernels, another
-    dtype) are from the trainer's."""
+    sampling temperature under ``compute.amp`` autocast (a new batch: ``batch`` is left as it
+    is), and ``(sum of |sampler - recomputed|, tokens compared)``: how far the sampler's
+    numerics (vLLM's kernels, another dtype) are from the trainer's."""
     batch = UpdateBatch.of(batch)
     temp = sampling_temperature(cfg)
     packed = packs_prompts(cfg, model)
@@ -305,8 +309,8 @@ def recompute_old_logprobs(model: Any, batch: UpdateBatch | Mapping[str, Sequenc
         for idx in chunks:
             replies = [batch.reply[i] for i in idx]
             logp, mask, _ = reply_logprobs(model, [batch.prompt[i] for i in idx], replies,
-                                           pad_id=pad_id, temperature=temp, autocast_dtype=amp,
-                                           packed=packed)
+                                           pad_id=compute.pad_id, temperature=temp,
+                                           autocast_dtype=compute.amp, packed=packed)
             for j, i in enumerate(idx):
                 mine = logp[j, mask.shape[1] - len(replies[j]):].tolist()
                 sampled = batch.old_logp[i]

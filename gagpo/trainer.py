@@ -32,6 +32,7 @@ from gagpo.agents.policies.factory import env_kwargs_for
 from gagpo.common.malloc import return_freed_memory
 from gagpo.critic import Critic, CriticStats
 from gagpo.distributed import (
+    Compute,
     all_reduce_max,
     full_state,
     gather_objects,
@@ -295,15 +296,11 @@ class Run:
 
     cfg: TrainConfig
     out: Path
-    rank: int
-    world: int
-    device: torch.device
+    compute: Compute
+    """This rank's device, autocast dtype, rank, number of ranks and pad token."""
     model: Any
     """The trained policy's model (sharded under FSDP)."""
     tokenizer: Any
-    amp: torch.dtype | None
-    """The autocast dtype (None: float32)."""
-    pad_id: int
     agent: Any
     """The ReAct agent: prompts and the parsing of replies."""
     policy: Any
@@ -327,11 +324,10 @@ class Run:
         cfg = self.cfg
         eval_kwargs = env_kwargs(cfg, cfg.resolved_eval_split())
         summary = evaluate_model(
-            self.model, self.agent, self.eval_tasks, rank=self.rank, world=self.world,
-            amp=self.amp, engine=self.engine, batch=cfg.eval_batch,
-            temperature=cfg.eval_temperature,
+            self.model, self.agent, self.eval_tasks, compute=self.compute, engine=self.engine,
+            batch=cfg.eval_batch, temperature=cfg.eval_temperature,
             # A private, fixed seed per rank: evaluating never moves the run's random streams.
-            seed=cfg.seed + 1_000_003 * (self.rank + 1),
+            seed=cfg.seed + 1_000_003 * (self.compute.rank + 1),
             new_policy=lambda seed: make_policy(self.model, self.tokenizer, cfg,
                                                 temperature=cfg.eval_temperature, seed=seed),
             new_vec=lambda n: make_vec(cfg, n, 1, eval_kwargs))
@@ -393,16 +389,18 @@ def open_run_folder(cfg: TrainConfig, out: Path, rank: int, world: int
 
 
 def build_run(cfg: TrainConfig, out: Path, rank: int, world: int, device: torch.device) -> Run:
-    """The run's model and tokenizer, agent, policy (and vLLM engine), tasks, frozen reference
-    and PPO's critic, sharded under FSDP: a run before its weights are restored or
-    warm-started."""
+    """The run's model and tokenizer, its :class:`Compute` (``rank``, ``world`` and ``device``
+    as :func:`start_processes` found them, the autocast dtype ``--bf16`` gives the model, the
+    tokenizer's pad token), agent, policy (and vLLM engine), tasks, frozen reference and PPO's
+    critic, sharded under FSDP: a run before its weights are restored or warm-started."""
     from gagpo.agents.react import ReActAgent
     from gagpo.envs import split_tasks
 
     model, tokenizer = build_model(cfg, device)
-    amp = bf16_autocast(cfg.bf16, model, device)
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else \
         tokenizer.eos_token_id
+    compute = Compute(device=device, amp=bf16_autocast(cfg.bf16, model, device), rank=rank,
+                      world=world, pad_id=pad_id)
     agent = ReActAgent(cfg.env, history_length=cfg.history_length, max_steps=cfg.max_steps,
                        max_prompt_tokens=cfg.max_prompt_tokens,
                        tokenizer=tokenizer if cfg.max_prompt_tokens else None)
@@ -410,7 +408,7 @@ def build_run(cfg: TrainConfig, out: Path, rank: int, world: int, device: torch.
                          seed=cfg.seed + rank, top_p=cfg.top_p)
     # With vLLM the engine samples the rollouts; ``policy`` still tokenises demonstrations.
     # It starts before any environment exists (vLLM's CPU build: see gagpo.agents.policies.vllm).
-    engine = make_vllm_engine(cfg, tokenizer, seed=cfg.seed + rank, amp=amp) \
+    engine = make_vllm_engine(cfg, tokenizer, seed=cfg.seed + rank, amp=compute.amp) \
         if cfg.generation == "vllm" else None
     train_tasks = split_tasks(cfg.env, **env_kwargs(cfg, cfg.train_split))
     eval_tasks = split_tasks(cfg.env, **env_kwargs(cfg, cfg.resolved_eval_split())
@@ -420,19 +418,18 @@ def build_run(cfg: TrainConfig, out: Path, rank: int, world: int, device: torch.
     # its result (under LoRA that is base + the warm start's adapter, not the base alone).
     ref_model = None  # (none for a warm start alone: no update would read it)
     if cfg.kl_coef > 0 and cfg.iterations > 0 and (cfg.lora_rank == 0 or cfg.bc_episodes > 0):
-        ref_model = frozen_reference(model, None if cfg.parallel == "fsdp" else amp)
+        ref_model = frozen_reference(model, None if cfg.parallel == "fsdp" else compute.amp)
     critic = None  # PPO's value head on its own copy of the backbone (gagpo.critic)
     if cfg.algo == "ppo":
         critic = Critic(*build_model(replace(cfg, model=cfg.critic_model or cfg.model), device),
-                        cfg, tokenizer, world=world)
+                        cfg, tokenizer, compute=compute)
     if cfg.parallel == "fsdp":
         shard_model(model)
         if ref_model is not None:
             shard_model(ref_model)
-    return Run(cfg=cfg, out=out, rank=rank, world=world, device=device, model=model,
-               tokenizer=tokenizer, amp=amp, pad_id=pad_id, agent=agent, policy=policy,
-               engine=engine, ref_model=ref_model, critic=critic, train_tasks=train_tasks,
-               eval_tasks=eval_tasks)
+    return Run(cfg=cfg, out=out, compute=compute, model=model, tokenizer=tokenizer,
+               agent=agent, policy=policy, engine=engine, ref_model=ref_model, critic=critic,
+               train_tasks=train_tasks, eval_tasks=eval_tasks)
 
 
 def restore(run: Run, state: dict[str, Any]) -> None:
@@ -455,7 +452,7 @@ def warm_start(run: Run) -> None:
     """A new run's start: the starting policy evaluated, then (``--bc-episodes``) the
     behaviour-cloning warm start on the teacher's demonstrations, evaluated again. GAGPO's
     reference policy becomes the warm model."""
-    cfg, rank, world = run.cfg, run.rank, run.world
+    cfg, rank, world = run.cfg, run.compute.rank, run.compute.world
     if cfg.eval_episodes > 0:
         run.evaluate("before")
     if cfg.bc_episodes <= 0:
@@ -466,8 +463,7 @@ def warm_start(run: Run) -> None:
     with make_vec(cfg, len(mine), 1, teacher_kwargs) as teacher_envs:
         demos = expert_demonstrations(cfg, run.policy, teacher, run.agent, mine, teacher_envs)
     run.model.train()
-    nll = behaviour_cloning(run.model, demos, cfg, world=world, amp=run.amp, pad_id=run.pad_id,
-                            rank=rank)
+    nll = behaviour_cloning(run.model, demos, cfg, compute=run.compute)
     run.evals["bc"] = {"demonstration_steps": len(demos), "final_nll": nll}
     if run.ref_model is not None:
         load_full_state(run.ref_model, full_state(run.model, trainable_only=False))
@@ -501,10 +497,11 @@ def restore_optimizer_and_streams(run: Run, optimizer: torch.optim.Optimizer,
     """The checkpoint's optimizer moments (dropped from ``state`` once loaded) and this rank's
     random streams: the policy's sampling and vLLM's count of requests."""
     load_optimizer_state(run.model, optimizer, state.pop("optimizer"))
-    if run.rank < len(state["rng"]):  # else (more ranks, overridden): the seeded streams
-        set_rng_state(state["rng"][run.rank], run.policy)
+    rank = run.compute.rank
+    if rank < len(state["rng"]):  # else (more ranks, overridden): the seeded streams
+        set_rng_state(state["rng"][rank], run.policy)
         if run.engine is not None:
-            run.engine.requests_made = state["rng"][run.rank].get("engine_requests", 0)
+            run.engine.requests_made = state["rng"][rank].get("engine_requests", 0)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -531,7 +528,7 @@ def play(run: Run, vec: Any, tasks: list, seeds: list[int]) -> tuple[StepTable, 
         sync_engine(run.engine, run.model)
     timed = TimedPolicy(run.engine or run.policy)
     run.model.eval()
-    with sampling(run.model, engine=run.engine, amp=run.amp):
+    with sampling(run.model, engine=run.engine, amp=run.compute.amp):
         table = rollout(timed, run.agent, vec, tasks, seeds=seeds)
     return table, timed
 
@@ -571,8 +568,7 @@ def learn(run: Run, optimizer: torch.optim.Optimizer, table: StepTable, it: int)
     steps = replace(table, rows=[r for r in table.rows if not r.failed])
     rewards, penalty = rewards_and_penalties(steps, cfg)
     prompts = steps.column("prompt_token_ids")
-    values = None if run.critic is None else run.critic.values(prompts, amp=run.amp,
-                                                                pad_id=run.pad_id)
+    values = None if run.critic is None else run.critic.values(prompts)
     adv, details = advantages_of(steps, rewards, cfg, penalty, values)
     batch = training_batch(steps, adv)
 
@@ -580,14 +576,13 @@ def learn(run: Run, optimizer: torch.optim.Optimizer, table: StepTable, it: int)
     run.model.train()
     gap = None
     if cfg.recompute_old_logp or run.engine is not None:  # vLLM's numerics are not ours
-        batch, gap = recompute_old_logprobs(run.model, batch, cfg, run.amp, run.pad_id)
-    epoch_seed = cfg.seed * 1_000_003 + it * 101 + run.rank
+        batch, gap = recompute_old_logprobs(run.model, batch, cfg, compute=run.compute)
+    epoch_seed = cfg.seed * 1_000_003 + it * 101 + run.compute.rank
     critic_stats = None if run.critic is None else run.critic.update(
-        prompts, values, details["value_target"], epoch_seed=epoch_seed, amp=run.amp,
-        pad_id=run.pad_id)
+        prompts, values, details["value_target"], epoch_seed=epoch_seed)
     stats = UpdateStats.skipped() if it < cfg.critic_warmup else update(
-        run.model, run.ref_model, optimizer, batch, cfg, world=run.world,
-        epoch_seed=epoch_seed, amp=run.amp, pad_id=run.pad_id)
+        run.model, run.ref_model, optimizer, batch, cfg, compute=run.compute,
+        epoch_seed=epoch_seed)
     return Learned(steps=steps, rewards=rewards, penalty=penalty, values=values,
                    advantages=adv, details=details, update=stats, critic=critic_stats,
                    logprob_gap=gap, seconds=time.perf_counter() - t1)
@@ -596,7 +591,8 @@ def learn(run: Run, optimizer: torch.optim.Optimizer, table: StepTable, it: int)
 def save_steps(run: Run, it: int, learned: Learned) -> None:
     """Iteration ``it``'s step table, with its rewards, advantages and the estimator's
     details, one file per rank."""
-    name = f"iter_{it + 1:05d}" + (f"_rank{run.rank}" if run.world > 1 else "") + ".npz"
+    rank, world = run.compute.rank, run.compute.world
+    name = f"iter_{it + 1:05d}" + (f"_rank{rank}" if world > 1 else "") + ".npz"
     d = learned.details
     save_step_table(run.out / "steps" / name, learned.steps,
                     {"reward": learned.rewards, "penalty": learned.penalty,
@@ -629,10 +625,10 @@ def write_checkpoint(run: Run, optimizer: torch.optim.Optimizer, iteration: int)
     this: the random streams are gathered, and under FSDP the tensors too)."""
     rngs = gather_objects(rng_state(run.policy) | (
         {"engine_requests": run.engine.requests_made} if run.engine is not None else {}),
-        run.world)
-    if run.rank == 0 or is_sharded(run.model):
+        run.compute.world)
+    if run.compute.rank == 0 or is_sharded(run.model):
         payload = checkpoint_payload(run, optimizer, rngs, iteration)
-        if run.rank == 0:
+        if run.compute.rank == 0:
             save_checkpoint(run.out / "checkpoint.pt", **payload)
 
 
@@ -656,15 +652,15 @@ def finish(run: Run, *, save_final: bool) -> None:
     rank 0 records the digest of the gathered model), the evaluations written, and the model
     saved to ``final/`` when ``save_final``."""
     digest = parameters_sha256(run.model)
-    digests = [digest] if is_sharded(run.model) else gather_objects(digest, run.world)
-    if run.rank == 0:
+    digests = [digest] if is_sharded(run.model) else gather_objects(digest, run.compute.world)
+    if run.compute.rank == 0:
         write_json(run.out / "parameter_digests.json", digests, indent=None)
         if run.evals:
             write_json(run.out / "evals.json", run.evals, indent=1)
         if len(set(digests)) > 1:
             print(f"warning: parameters differ across ranks: {digests}")
     if save_final:
-        save_pretrained(run.model, run.tokenizer, run.out / "final", run.rank)
+        save_pretrained(run.model, run.tokenizer, run.out / "final", run.compute.rank)
 
 
 # ---------------------------------------------------------------------------------------------

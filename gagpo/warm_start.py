@@ -14,6 +14,7 @@ from tqdm import tqdm
 from gagpo.agents.policies.base import Policy
 from gagpo.batching import packed_micro_batches
 from gagpo.distributed import (
+    Compute,
     all_reduce_max,
     all_reduce_sum,
     grad_norm_clip,
@@ -83,10 +84,13 @@ def expert_demonstrations(cfg: TrainConfig, policy: Any, teacher: Policy, agent:
     return demos
 
 
-def behaviour_cloning(model: Any, demos: list[Demonstration], cfg: TrainConfig, *, world: int,
-                      amp: torch.dtype | None, pad_id: int, rank: int = 0) -> float:
-    """Maximise log pi(expert reply | prompt), token-mean, ``bc_epochs`` passes; returns the
-    last batch's mean negative log-likelihood (over all ranks' demonstrations)."""
+def behaviour_cloning(model: Any, demos: list[Demonstration], cfg: TrainConfig, *,
+                      compute: Compute) -> float:
+    """Maximise log pi(expert reply | prompt), token-mean, ``bc_epochs`` passes (padded with
+    ``compute.pad_id``, under ``compute.amp`` autocast; each of ``compute.world`` ranks on its
+    own ``demos``, the progress bar on rank 0's); returns the last batch's mean negative
+    log-likelihood (over all ranks' demonstrations)."""
+    world, amp, pad_id = compute.world, compute.amp, compute.pad_id
     params = [p for p in model.parameters() if p.requires_grad]
     sharded, scale = is_sharded(model), loss_scale(model, world)
     packed = packs_prompts(cfg, model)  # on a CPU: no padding (few demonstrations share one)
@@ -96,7 +100,7 @@ def behaviour_cloning(model: Any, demos: list[Demonstration], cfg: TrainConfig, 
     # Ranks hold different numbers of demonstrations; all take as many optimizer steps.
     steps = int(all_reduce_max(float(-(-len(demos) // cfg.bc_batch)), world))
     bar = tqdm(total=cfg.bc_epochs * steps, desc="warm start", unit="step",
-               disable=not (cfg.progress and rank == 0))
+               disable=not (cfg.progress and compute.rank == 0))
     for _ in range(cfg.bc_epochs):
         order = torch.randperm(len(demos), generator=gen).tolist()
         for step in range(steps):

@@ -9,7 +9,7 @@ import sys
 
 import torch
 
-from gagpo.distributed import full_state, setup_distributed, shard_model
+from gagpo.distributed import Compute, full_state, setup_distributed, shard_model
 from gagpo.train_config import TrainConfig
 from gagpo.warm_start import behaviour_cloning
 
@@ -30,15 +30,16 @@ def config() -> TrainConfig:
 def main(parallel: str, out: str) -> None:
     from gagpo.agents.models import load_model
 
-    rank, world, _ = setup_distributed()
+    rank, world, device = setup_distributed()
     model, tok = load_model("tiny")
     demos = demonstrations(tok.eos_token_id)
     mine = demos[:4] if rank == 0 else demos[4:]  # uneven on purpose
     if parallel == "fsdp":
         shard_model(model)
     model.train()
-    nll = behaviour_cloning(model, mine, config(), world=world, amp=None,
-                            pad_id=tok.pad_token_id)
+    compute = Compute(device=device, amp=None, rank=rank, world=world,
+                      pad_id=tok.pad_token_id)
+    nll = behaviour_cloning(model, mine, config(), compute=compute)
     state = full_state(model)
     if rank == 0:
         torch.save({"params": state, "nll": nll}, out)

@@ -14,7 +14,13 @@ import torch
 from distributed_update import policy
 
 from gagpo.critic import Critic, ValueModel
-from gagpo.distributed import full_state, is_sharded, load_full_state, setup_distributed
+from gagpo.distributed import (
+    Compute,
+    full_state,
+    is_sharded,
+    load_full_state,
+    setup_distributed,
+)
 from gagpo.train_config import TrainConfig
 
 PROMPTS = [[5, 6, 7, 8, 9], [11, 12, 13], [20, 21, 22, 23], [30, 31], [33, 34, 35],
@@ -45,22 +51,29 @@ def start_weights() -> dict[str, torch.Tensor]:
     return {k: v.detach().clone() for k, v in model.state_dict().items()}
 
 
-def critic(parallel: str, world: int) -> tuple[Critic, int]:
+def compute(model: Any, tok: Any, rank: int, world: int) -> Compute:
+    """Rank ``rank`` of ``world`` in float32, on ``model``'s device, padding with ``tok``'s
+    pad token."""
+    return Compute(device=next(model.parameters()).device, amp=None, rank=rank, world=world,
+                   pad_id=tok.pad_token_id)
+
+
+def critic(parallel: str, rank: int = 0, world: int = 1) -> Critic:
     """A critic at :func:`start_weights`, stepped by plain SGD (it moves by exactly ``lr``
     times the gradient, so an error in the gradients' scale shows; Adam's first step would
-    not), and the tokenizer's pad id."""
+    not)."""
     model, tok = policy()
-    out = Critic(model, tok, config(parallel), tok, world=world)
+    out = Critic(model, tok, config(parallel), tok, compute=compute(model, tok, rank, world))
     load_full_state(out.model, start_weights())
     out.optimizer = torch.optim.SGD([p for p in out.model.parameters() if p.requires_grad],
                                     lr=SGD_LR)
-    return out, tok.pad_token_id
+    return out
 
 
-def update(c: Critic, rows: list[int], pad_id: int) -> float:
+def update(c: Critic, rows: list[int]) -> float:
     """The update on ``rows``; its gradient norm (summed over its optimizer steps)."""
     stats = c.update([PROMPTS[i] for i in rows], OLD_VALUES[rows], TARGETS[rows],
-                     epoch_seed=0, amp=None, pad_id=pad_id)
+                     epoch_seed=0)
     return stats.grad_norm * c.cfg.ppo_epochs * c.cfg.num_minibatches
 
 
@@ -72,7 +85,7 @@ def ddp_starts(rank: int, world: int) -> list[dict[str, torch.Tensor]]:
         with torch.no_grad():
             for p in model.parameters():
                 p.add_(0.01)
-    made = Critic(model, tok, config("ddp"), tok, world=world)
+    made = Critic(model, tok, config("ddp"), tok, compute=compute(model, tok, rank, world))
     held: list[Any] = [None] * world
     torch.distributed.all_gather_object(
         held, {k: v.detach().clone() for k, v in made.model.state_dict().items()})
@@ -82,10 +95,10 @@ def ddp_starts(rank: int, world: int) -> list[dict[str, torch.Tensor]]:
 def main(parallel: str, out: str) -> None:
     rank, world, _ = setup_distributed()
     starts = ddp_starts(rank, world) if parallel == "ddp" else None
-    c, pad_id = critic(parallel, world)
+    c = critic(parallel, rank, world)
     # --parallel fsdp shards the critic (its memory split over the ranks), ddp does not.
     assert is_sharded(c.model) == (parallel == "fsdp"), parallel
-    grad_norm = update(c, RANK_ROWS[rank], pad_id)
+    grad_norm = update(c, RANK_ROWS[rank])
     state = full_state(c.model)
     if rank == 0:
         torch.save({"params": state, "grad_norm": grad_norm, "starts": starts}, out)

@@ -9,7 +9,7 @@ import sys
 
 import torch
 
-from gagpo.distributed import full_state, setup_distributed, shard_model
+from gagpo.distributed import Compute, full_state, setup_distributed, shard_model
 from gagpo.train_config import TrainConfig
 from gagpo.trainer import update
 
@@ -86,7 +86,7 @@ def subset(batch: dict, rows: list[int]) -> dict:
 
 
 def main(parallel: str, out: str) -> None:
-    rank, world, _ = setup_distributed()
+    rank, world, device = setup_distributed()
     model, tok = policy()
     ref = reference(model)
     batch = with_old_logprobs(model, fixed_batch(), tok.pad_token_id)
@@ -99,8 +99,9 @@ def main(parallel: str, out: str) -> None:
     # Rank 0 cuts its rows into more micro-batches than rank 1 (whose two rows share a
     # prompt: one packed pass on a CPU): under FSDP rank 1 runs padding passes to keep the
     # collectives matched.
-    stats = update(model, ref, opt, mine, config(), world=world, epoch_seed=0, amp=None,
-                   pad_id=tok.pad_token_id)
+    compute = Compute(device=device, amp=None, rank=rank, world=world,
+                      pad_id=tok.pad_token_id)
+    stats = update(model, ref, opt, mine, config(), compute=compute, epoch_seed=0)
     state = full_state(model)
     if rank == 0:
         torch.save({"params": state, "grad_norm": stats.grad_norm}, out)

@@ -11,6 +11,7 @@ from peft import LoraConfig, get_peft_model
 
 from gagpo.agents.models import TinySpec, load_model, tiny_model_folder
 from gagpo.common.lora import folded_for_sampling, folded_lora_update
+from gagpo.distributed import Compute
 
 IDS = torch.tensor([[5, 6, 7, 8, 9, 10, 11]])
 
@@ -150,7 +151,7 @@ def _lora_update(monkeypatch, hold: bool):
 
     if not hold:  # the update as it was: every cast made at every pass
         monkeypatch.setattr(policy_update, "lora_update_passes",
-                            lambda model, cfg, amp, world: contextlib.nullcontext())
+                            lambda model, cfg, compute: contextlib.nullcontext())
     torch.manual_seed(3)
     model = _lora_model()
     bases = [m.get_base_layer() for m in model.modules() if hasattr(m, "lora_A")]
@@ -174,7 +175,7 @@ def _lora_update(monkeypatch, hold: bool):
     trained = [p for p in model.parameters() if p.requires_grad]
     with Casts():
         policy_update.update(model, None, torch.optim.SGD(trained, lr=1e-2), batch, cfg,
-                             world=1, epoch_seed=0, amp=torch.bfloat16, pad_id=0)
+                             compute=Compute.local(0, amp=torch.bfloat16), epoch_seed=0)
     assert [b.weight for b in bases] == weights  # the very fp32 tensors, back after the update
     assert all(w.dtype == torch.float32 and not w.requires_grad for w in weights)
     adapters = {n: p.detach().clone() for n, p in model.named_parameters() if p.requires_grad}
@@ -292,7 +293,7 @@ def _float32_lora_update(fold: str) -> tuple[dict[str, torch.Tensor], int]:
                       num_minibatches=2, fold_lora=fold)
     with Products():
         policy_update.update(model, None, torch.optim.SGD(_adapters(model).values(), lr=1e-2),
-                             batch, cfg, world=1, epoch_seed=0, amp=None, pad_id=0)
+                             batch, cfg, compute=Compute.local(0), epoch_seed=0)
     return {n: p.detach().clone() for n, p in _adapters(model).items()}, Products.count
 
 

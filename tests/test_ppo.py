@@ -16,7 +16,7 @@ from two_ranks import TWO_RANKS, run_two_ranks
 from gagpo.agents.models import load_model
 from gagpo.common.cpu import native_bf16
 from gagpo.critic import Critic, CriticStats, ValueModel, value_loss
-from gagpo.distributed import fsdp_units
+from gagpo.distributed import Compute, fsdp_units
 from gagpo.train_config import TrainConfig
 from gagpo.trainer import train
 
@@ -55,19 +55,18 @@ def test_the_clipped_value_loss_is_the_larger_of_the_two_terms():
 def test_the_value_loss_decreases_on_a_fixed_batch():
     model, tok = load_model("tiny")
     cfg = TrainConfig(model="tiny", algo="ppo", critic_lr=3e-3, value_clip=10.0)
-    critic = Critic(model, tok, cfg, tok, world=1)
+    critic = Critic(model, tok, cfg, tok, compute=Compute.local(tok.pad_token_id))
     prompts = _prompts(tok)
     targets = np.array([1.0, -2.0, 3.0, 0.5, -1.0, 2.0])
-    first = critic.values(prompts, amp=None, pad_id=tok.pad_token_id)
+    first = critic.values(prompts)
     assert first.tolist() == [0.0] * 6  # the head starts at zero
     losses = []
     for i in range(30):
-        values = critic.values(prompts, amp=None, pad_id=tok.pad_token_id)
-        losses.append(critic.update(prompts, values, targets, epoch_seed=i, amp=None,
-                                    pad_id=tok.pad_token_id).value_loss)
+        values = critic.values(prompts)
+        losses.append(critic.update(prompts, values, targets, epoch_seed=i).value_loss)
     assert losses[0] == pytest.approx(0.5 * np.mean(targets ** 2))
     assert losses[-1] < 0.2 * losses[0], losses
-    last = critic.values(prompts, amp=None, pad_id=tok.pad_token_id)
+    last = critic.values(prompts)
     assert np.corrcoef(last, targets)[0, 1] > 0.9  # it tells the states apart
 
 
@@ -75,12 +74,13 @@ def test_values_do_not_depend_on_the_batch_they_are_computed_in():
     """Left padding, positions counted over real tokens: a prompt's V is its own, alone or
     beside longer prompts, whatever the micro-batch budget."""
     model, tok = load_model("tiny")
-    critic = Critic(model, tok, TrainConfig(model="tiny", algo="ppo"), tok, world=1)
+    critic = Critic(model, tok, TrainConfig(model="tiny", algo="ppo"), tok,
+                    compute=Compute.local(tok.pad_token_id))
     torch.nn.init.normal_(critic.model.head.weight, std=0.5)  # a head that reads the state
     prompts = _prompts(tok)
-    together = critic.values(prompts, amp=None, pad_id=tok.pad_token_id)
+    together = critic.values(prompts)
     critic.cfg = TrainConfig(model="tiny", algo="ppo", micro_batch_tokens=1)
-    alone = critic.values(prompts, amp=None, pad_id=tok.pad_token_id)
+    alone = critic.values(prompts)
     # float32 kernels round a row differently in another batch: up to 7e-6 seen on values
     # of size 1-4, where padding read as tokens moves them by 0.1 and more.
     np.testing.assert_allclose(together, alone, atol=1e-4)
@@ -138,7 +138,8 @@ def test_the_critics_checkpoint_state_reads_its_weights_in_place():
     critic's own tensors (no second copy of a model's weights at every checkpoint), all of them,
     with the optimizer's state beside them."""
     model, tok = load_model("tiny")
-    critic = Critic(model, tok, TrainConfig(model="tiny", algo="ppo"), tok, world=1)
+    critic = Critic(model, tok, TrainConfig(model="tiny", algo="ppo"), tok,
+                    compute=Compute.local(tok.pad_token_id))
     state = critic.state()
     params = dict(critic.model.named_parameters())
     assert state["model"].keys() == params.keys()
@@ -166,7 +167,8 @@ def test_the_critic_steps_at_its_own_learning_rate_and_weight_decay():
     defaults, 1e-3 and 0.01)."""
     model, tok = load_model("tiny")
     cfg = TrainConfig(model="tiny", algo="ppo", critic_lr=3e-5, weight_decay=0.2)
-    (group,) = Critic(model, tok, cfg, tok, world=1).optimizer.param_groups
+    (group,) = Critic(model, tok, cfg, tok, compute=Compute.local(tok.pad_token_id)
+                      ).optimizer.param_groups
     assert (group["lr"], group["weight_decay"]) == (3e-5, 0.2)
 
 
@@ -189,14 +191,16 @@ def test_rows_sharing_a_prompt_run_once_and_train_the_critic_as_separate_rows_do
     prompts = _prompts(tok)
     shared = [prompts[0], prompts[2], prompts[0], prompts[4], prompts[2], prompts[0], []]
     targets = np.array([1.0, -2.0, 0.5, 3.0, -1.0, 2.0, 0.0])
-    start = Critic(model, tok, TrainConfig(model="tiny", algo="ppo"), tok, world=1).model
+    start = Critic(model, tok, TrainConfig(model="tiny", algo="ppo"), tok,
+                   compute=Compute.local(tok.pad_token_id)).model
     torch.nn.init.normal_(start.head.weight, std=0.5)  # a head that passes gradients back
     start = {k: v.clone() for k, v in start.state_dict().items()}
     results = {}
     for pack in ("off", "on"):
         cfg = TrainConfig(model="tiny", algo="ppo", pack_prompts=pack, value_clip=10.0,
                           ppo_epochs=1, num_minibatches=1, micro_batch_tokens=24)
-        critic = Critic(load_model("tiny")[0], tok, cfg, tok, world=1)
+        critic = Critic(load_model("tiny")[0], tok, cfg, tok,
+                        compute=Compute.local(tok.pad_token_id))
         critic.model.load_state_dict(start)
         params = [p for p in critic.model.parameters() if p.requires_grad]
         critic.optimizer = torch.optim.SGD(params, lr=0.05)  # moves as the gradients do
@@ -204,10 +208,10 @@ def test_rows_sharing_a_prompt_run_once_and_train_the_critic_as_separate_rows_do
         hook = critic.model.backbone.register_forward_hook(
             lambda _m, _a, kw, _o, rows=rows: rows.append(kw["input_ids"].shape[0]),
             with_kwargs=True)
-        values = critic.values(shared, amp=None, pad_id=tok.pad_token_id)
+        values = critic.values(shared)
         seen_by_values = sum(rows)
         rows.clear()
-        critic.update(shared, values, targets, epoch_seed=0, amp=None, pad_id=tok.pad_token_id)
+        critic.update(shared, values, targets, epoch_seed=0)
         hook.remove()
         results[pack] = (critic.model.state_dict(), values, seen_by_values, sum(rows))
     (off, v_off, values_off, update_off), (on, v_on, values_on, update_on) = results.values()
@@ -240,10 +244,10 @@ def test_values_are_each_rows_own_in_the_callers_order(pack, budget, amp):
     precision asked for (bf16 and float32 values differ by about 0.05 here)."""
     model, tok = load_model("tiny")
     cfg = TrainConfig(model="tiny", algo="ppo", pack_prompts=pack, micro_batch_tokens=budget)
-    critic = Critic(model, tok, cfg, tok, world=1)
+    critic = Critic(model, tok, cfg, tok, compute=Compute.local(tok.pad_token_id, amp=amp))
     torch.nn.init.normal_(critic.model.head.weight, std=0.5)  # a head that reads the state
     prompts = _shuffled_prompts(tok)
-    got = critic.values(prompts, amp=amp, pad_id=tok.pad_token_id)
+    got = critic.values(prompts)
     critic.model.eval()
     with torch.no_grad():
         alone = [float(critic.model([p], pad_id=tok.pad_token_id, amp=amp)[0]) if p else 0.0
@@ -265,15 +269,14 @@ def test_padded_passes_group_prompts_of_like_length():
     positions read), not as two mixed passes padded to the long length (72)."""
     model, tok = load_model("tiny")
     cfg = TrainConfig(model="tiny", algo="ppo", pack_prompts="off", micro_batch_tokens=36)
-    critic = Critic(model, tok, cfg, tok, world=1)
+    critic = Critic(model, tok, cfg, tok, compute=Compute.local(tok.pad_token_id))
     prompts = [[5, 6], [7] * 12, [8, 9], [10] * 12, [11, 12], [13] * 12]
     shapes: list[tuple[int, ...]] = []
     hook = critic.model.backbone.register_forward_pre_hook(
         lambda module, args, kwargs: shapes.append(tuple(kwargs["input_ids"].shape)),
         with_kwargs=True)
-    critic.values(prompts, amp=None, pad_id=tok.pad_token_id)
-    critic.update(prompts, np.zeros(6), np.ones(6), epoch_seed=0, amp=None,
-                  pad_id=tok.pad_token_id)
+    critic.values(prompts)
+    critic.update(prompts, np.zeros(6), np.ones(6), epoch_seed=0)
     hook.remove()
     assert sorted(shapes) == [(3, 2), (3, 2), (3, 12), (3, 12)]  # values, then the update
 
@@ -286,14 +289,13 @@ def test_the_update_scores_each_row_against_its_own_target(pack):
     model, tok = load_model("tiny")
     cfg = TrainConfig(model="tiny", algo="ppo", pack_prompts=pack, value_clip=10.0,
                       ppo_epochs=1, num_minibatches=1, micro_batch_tokens=24)
-    critic = Critic(model, tok, cfg, tok, world=1)
+    critic = Critic(model, tok, cfg, tok, compute=Compute.local(tok.pad_token_id))
     torch.nn.init.normal_(critic.model.head.weight, std=0.5)
     torch.nn.init.constant_(critic.model.head.bias, 0.3)
     prompts = _shuffled_prompts(tok)
-    old = critic.values(prompts, amp=None, pad_id=tok.pad_token_id)
+    old = critic.values(prompts)
     targets = np.array([9.0, 1.0, -2.0, 3.0, -7.0, 0.5, -1.0, 2.0, 4.0])  # 9, -7: no prompt
-    stats = critic.update(prompts, old, targets, epoch_seed=0, amp=None,
-                          pad_id=tok.pad_token_id)
+    stats = critic.update(prompts, old, targets, epoch_seed=0)
     rows = [i for i, p in enumerate(prompts) if p]
     v, r = old[rows], targets[rows]
     assert stats.value_loss == pytest.approx(0.5 * np.mean((v - r) ** 2), rel=1e-4)
@@ -353,11 +355,11 @@ def test_the_update_clips_each_row_against_the_value_its_advantages_used(pack, a
     clip = 0.1
     cfg = TrainConfig(model="tiny", algo="ppo", pack_prompts=pack, value_clip=clip,
                       ppo_epochs=1, num_minibatches=1, micro_batch_tokens=24)
-    critic = Critic(model, tok, cfg, tok, world=1)
+    critic = Critic(model, tok, cfg, tok, compute=Compute.local(tok.pad_token_id, amp=amp))
     torch.nn.init.normal_(critic.model.head.weight, std=0.5)
     torch.nn.init.constant_(critic.model.head.bias, 0.3)
     prompts = _shuffled_prompts(tok)
-    now = critic.values(prompts, amp=amp, pad_id=tok.pad_token_id)
+    now = critic.values(prompts)
     old = now + np.array([0.0, 0.5, -0.5, 0.02, 0.0, -0.3, 0.4, 0.01, -0.6])
     targets = np.array([9.0, 1.0, -2.0, 3.0, -7.0, 0.5, -1.0, 2.0, 4.0])
     rows = [i for i, p in enumerate(prompts) if p]
@@ -370,8 +372,7 @@ def test_the_update_clips_each_row_against_the_value_its_advantages_used(pack, a
     params = [p for p in critic.model.parameters() if p.requires_grad]
     grads = torch.autograd.grad(loss.mean(), params)
     want_norm = float(torch.sqrt(sum((g.double() ** 2).sum() for g in grads)))
-    stats = critic.update(prompts, old, targets, epoch_seed=0, amp=amp,
-                          pad_id=tok.pad_token_id)
+    stats = critic.update(prompts, old, targets, epoch_seed=0)
     v, o, r = now[rows], old[rows], targets[rows]
     plain, clipped = (v - r) ** 2, (o + np.clip(v - o, -clip, clip) - r) ** 2
     # (bf16 values are a prompt's own to 1e-6 whatever the batch; float32's are 0.1 away.)
@@ -386,7 +387,7 @@ def test_a_minibatch_of_one_row_steps_on_that_rows_own_loss():
     """The loss is divided by the rows of the minibatch, however few: one row, one loss."""
     model, tok = load_model("tiny")
     cfg = TrainConfig(model="tiny", algo="ppo", value_clip=10.0)
-    critic = Critic(model, tok, cfg, tok, world=1)
+    critic = Critic(model, tok, cfg, tok, compute=Compute.local(tok.pad_token_id))
     torch.nn.init.normal_(critic.model.head.weight, std=0.5)
     prompts = [[], _prompts(tok)[2]]
     old, target = np.array([0.0, 0.2]), np.array([0.0, 1.5])
@@ -396,7 +397,7 @@ def test_a_minibatch_of_one_row_steps_on_that_rows_own_loss():
     params = [p for p in critic.model.parameters() if p.requires_grad]
     grads = torch.autograd.grad(loss.sum(), params)
     want = float(torch.sqrt(sum((g.double() ** 2).sum() for g in grads)))
-    stats = critic.update(prompts, old, target, epoch_seed=0, amp=None, pad_id=tok.pad_token_id)
+    stats = critic.update(prompts, old, target, epoch_seed=0)
     assert stats.value_loss == pytest.approx(float(loss), rel=1e-5)
     assert stats.grad_norm == pytest.approx(want, rel=1e-3)
 
@@ -408,16 +409,15 @@ def test_the_logged_gradient_norm_is_the_mean_over_the_updates_optimizer_steps()
     model, tok = load_model("tiny")
     cfg = TrainConfig(model="tiny", algo="ppo", value_clip=10.0, ppo_epochs=2,
                       num_minibatches=2, max_grad_norm=1e9)
-    critic = Critic(model, tok, cfg, tok, world=1)
+    critic = Critic(model, tok, cfg, tok, compute=Compute.local(tok.pad_token_id))
     torch.nn.init.normal_(critic.model.head.weight, std=0.5)
     params = [p for p in critic.model.parameters() if p.requires_grad]
     norms: list[float] = []
     critic.optimizer.register_step_pre_hook(lambda *_: norms.append(float(torch.sqrt(sum(
         (p.grad.double() ** 2).sum() for p in params if p.grad is not None)))))
     prompts = _prompts(tok)
-    old = critic.values(prompts, amp=None, pad_id=tok.pad_token_id)
-    stats = critic.update(prompts, old, np.array([1.0, -2.0, 3.0, 0.5, -1.0, 2.0]),
-                          epoch_seed=0, amp=None, pad_id=tok.pad_token_id)
+    old = critic.values(prompts)
+    stats = critic.update(prompts, old, np.array([1.0, -2.0, 3.0, 0.5, -1.0, 2.0]), epoch_seed=0)
     assert len(norms) == 4 and len(set(norms)) == 4
     assert stats.grad_norm == pytest.approx(np.mean(norms), rel=1e-6)
 
@@ -426,16 +426,15 @@ def test_an_update_with_nothing_to_explain_logs_zeros_not_nans():
     """No step with a prompt (a rank dealt only empty ones), or returns that do not vary: the
     explained variance and the mean value are 0, not NaN, and numpy warns of nothing."""
     model, tok = load_model("tiny")
-    critic = Critic(model, tok, TrainConfig(model="tiny", algo="ppo"), tok, world=1)
+    critic = Critic(model, tok, TrainConfig(model="tiny", algo="ppo"), tok,
+                    compute=Compute.local(tok.pad_token_id))
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        stats = critic.update([[], []], np.zeros(2), np.array([1.0, 2.0]), epoch_seed=0,
-                              amp=None, pad_id=tok.pad_token_id)
+        stats = critic.update([[], []], np.zeros(2), np.array([1.0, 2.0]), epoch_seed=0)
         assert stats == CriticStats(value_loss=0.0, clip_frac=0.0, explained_variance=0.0,
                                     value_mean=0.0, grad_norm=0.0)
         prompts = _prompts(tok)[:3]
-        stats = critic.update(prompts, np.array([0.5, 0.5, 0.5]), np.full(3, 2.0),
-                              epoch_seed=0, amp=None, pad_id=tok.pad_token_id)
+        stats = critic.update(prompts, np.array([0.5, 0.5, 0.5]), np.full(3, 2.0), epoch_seed=0)
     assert stats.explained_variance == 0.0  # Var(R) = 0: nothing to explain
     assert stats.value_mean == 0.5
 
@@ -481,8 +480,8 @@ def test_critic_over_two_ranks_updates_like_one_process_on_all_rows(tmp_path, pa
     rank with fewer micro-batches) adding nothing."""
     from distributed_critic import critic, start_weights, update
 
-    c, pad_id = critic("ddp", world=1)
-    grad_norm = update(c, [0, 1, 2, 3, 4, 5], pad_id)
+    c = critic("ddp")
+    grad_norm = update(c, [0, 1, 2, 3, 4, 5])
     whole = {k: v.detach() for k, v in c.model.state_dict().items()}
     saved = run_two_ranks("distributed_critic.py", parallel, tmp_path)
     assert saved["grad_norm"] == pytest.approx(grad_norm, rel=1e-4)

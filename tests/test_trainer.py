@@ -18,6 +18,7 @@ from gagpo.agents.models import TinySpec, tiny_model_folder
 from gagpo.agents.policies.vllm import engine_available
 from gagpo.agents.rollout import StepTable
 from gagpo.batching import micro_batches
+from gagpo.distributed import Compute
 from gagpo.logprobs import reply_logprobs
 from gagpo.train_config import TrainConfig
 from gagpo.trainer import build_model, make_policy, rewards_and_penalties, train, update
@@ -50,8 +51,8 @@ def test_one_update_raises_positive_and_lowers_negative_actions():
         cfg = TrainConfig(lr=3e-3, kl_coef=0.0, entropy_coef=0.0, micro_batch_tokens=16,
                           ratio_level=ratio_level)
         opt = torch.optim.AdamW(m.parameters(), lr=cfg.lr)
-        stats = update(m, None, opt, batch, cfg, world=1, epoch_seed=0, amp=None,
-                       pad_id=tok.pad_token_id)
+        stats = update(m, None, opt, batch, cfg,
+                       compute=Compute.local(tok.pad_token_id), epoch_seed=0)
         assert stats.ratio_mean == pytest.approx(1.0, abs=1e-5)  # 1 epoch: pi_old = pi
         with torch.no_grad():
             after, _, _ = reply_logprobs(m, prompts, replies, pad_id=tok.pad_token_id)
@@ -382,8 +383,8 @@ def test_two_ranks_update_like_one_process_on_the_whole_batch(tmp_path, parallel
     ref = reference(model)
     batch = with_old_logprobs(model, fixed_batch(), tok.pad_token_id)
     opt = optimizer(model.parameters())
-    stats = update(model, ref, opt, batch, config(), world=1, epoch_seed=0, amp=None,
-                   pad_id=tok.pad_token_id)
+    stats = update(model, ref, opt, batch, config(),
+                   compute=Compute.local(tok.pad_token_id), epoch_seed=0)
     whole = {n: p.detach() for n, p in model.named_parameters()}
     assert 1.0 < stats.grad_norm < config().max_grad_norm  # clipping ran, did not bind
 
@@ -417,7 +418,7 @@ def test_packed_update_moves_the_parameters_as_the_padded_update_does():
         cfg = TrainConfig(lr=3e-3, kl_coef=0.5, entropy_coef=0.001, micro_batch_tokens=16,
                           ratio_level="action", max_grad_norm=1000.0, pack_prompts=pack)
         stats = update(model, reference(model), optimizer(model.parameters()), batch, cfg,
-                       world=1, epoch_seed=0, amp=None, pad_id=tok.pad_token_id)
+                       compute=Compute.local(tok.pad_token_id), epoch_seed=0)
         result[pack] = stats, {n: p.detach() for n, p in model.named_parameters()}
     (padded, whole), (packed, moved) = result["off"], result["on"]
     init = dict(policy()[0].named_parameters())
@@ -442,8 +443,8 @@ def test_bc_over_two_ranks_equals_one_process(tmp_path, parallel):
 
     model, tok = load_model("tiny")
     model.train()
-    nll = behaviour_cloning(model, demonstrations(tok.eos_token_id), config(), world=1,
-                            amp=None, pad_id=tok.pad_token_id)
+    nll = behaviour_cloning(model, demonstrations(tok.eos_token_id), config(),
+                            compute=Compute.local(tok.pad_token_id))
     saved = run_two_ranks("distributed_bc.py", parallel, tmp_path)
     assert saved["nll"] == pytest.approx(nll, rel=1e-5)
     # The cloned models fit the demonstrations alike. (Not parameter by parameter: AdamW
@@ -748,8 +749,7 @@ def test_the_update_uses_the_resolved_aggregation():
                               for i, r in enumerate(replies)]}
         cfg = TrainConfig(lr=1e-2, kl_coef=0.0, entropy_coef=0.0, max_grad_norm=0.0, **kw)
         opt = torch.optim.SGD(m.parameters(), lr=cfg.lr)
-        update(m, None, opt, batch, cfg, world=1, epoch_seed=0, amp=None,
-               pad_id=tok.pad_token_id)
+        update(m, None, opt, batch, cfg, compute=Compute.local(tok.pad_token_id), epoch_seed=0)
         params[name] = torch.cat([p.detach().flatten() for p in m.parameters()])
     assert torch.equal(params["default"], params["seq"])
     assert not torch.allclose(params["default"], params["token"])

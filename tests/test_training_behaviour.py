@@ -28,6 +28,7 @@ import gagpo.policy_update as policy_update  # noqa: E402
 import gagpo.trainer as trainer  # noqa: E402
 from gagpo.advantages import compute_advantages  # noqa: E402
 from gagpo.agents.models import load_model  # noqa: E402
+from gagpo.distributed import Compute  # noqa: E402
 from gagpo.logprobs import reply_logprobs  # noqa: E402
 from gagpo.policy_update import reference_weights  # noqa: E402
 from gagpo.train_config import TrainConfig  # noqa: E402
@@ -179,8 +180,8 @@ def test_the_gradient_does_not_depend_on_the_micro_batches(algo, aggregation):
                           micro_batch_tokens=budget, max_grad_norm=0.0, clip_eps=0.1)
         opt = torch.optim.SGD(model.parameters(), lr=1.0)
         before = {n: p.detach().clone() for n, p in model.named_parameters()}
-        stats = trainer.update(model, ref, opt, batch, cfg, world=1, epoch_seed=0, amp=None,
-                               pad_id=tok.pad_token_id)
+        stats = trainer.update(model, ref, opt, batch, cfg,
+                               compute=Compute.local(tok.pad_token_id), epoch_seed=0)
         moved.append({n: p.detach() - before[n] for n, p in model.named_parameters()})
         assert 0 < stats.clip_frac < 1 and stats.kl > 0
         logged.append(stats)
@@ -368,8 +369,8 @@ def test_recomputed_log_probs_are_the_models_and_the_gap_is_per_token(monkeypatc
     given = copy.deepcopy(batch)
     sizes = _padded_sizes(monkeypatch)
     cfg = TrainConfig(mode="generate", temperature=0.7, micro_batch_tokens=24)
-    new, (gap, compared) = trainer.recompute_old_logprobs(model, batch, cfg, amp,
-                                                          tok.pad_token_id)
+    new, (gap, compared) = trainer.recompute_old_logprobs(
+        model, batch, cfg, compute=Compute.local(tok.pad_token_id, amp=amp))
     assert batch == given  # a new batch: the one given is left as it was
     same = trainer.UpdateBatch.of(given)
     assert (new.prompt, new.reply, new.adv) == (same.prompt, same.reply, same.adv)
@@ -400,8 +401,8 @@ def test_the_update_keeps_to_the_micro_batch_budget(monkeypatch, pack):
     model = load_model("tiny")[0]
     cfg = TrainConfig(micro_batch_tokens=30, kl_coef=0.0, pack_prompts=pack)
     opt = torch.optim.SGD(model.parameters(), lr=0.0)
-    trainer.update(model, None, opt, batch, cfg, world=1, epoch_seed=0, amp=None,
-                   pad_id=tok.pad_token_id)
+    trainer.update(model, None, opt, batch, cfg,
+                   compute=Compute.local(tok.pad_token_id), epoch_seed=0)
     assert len(sizes) > 2 and all(s <= 30 or s == max(_lengths(batch)) for s in sizes)
     shared = len(batch["prompt"][2])
     assert sum(sizes) >= sum(_lengths(batch)) - (shared if pack == "on" else 0)
@@ -501,7 +502,7 @@ def test_the_update_applies_every_loss_setting(settings, amp, pack):
     model = load_model("tiny")[0]
     before = {n: p.detach().clone() for n, p in model.named_parameters()}
     stats = trainer.update(model, ref, torch.optim.SGD(model.parameters(), lr=1.0), batch, cfg,
-                           world=1, epoch_seed=0, amp=amp, pad_id=tok.pad_token_id)
+                           compute=Compute.local(tok.pad_token_id, amp=amp), epoch_seed=0)
     for name, p in model.named_parameters():
         moved = p.detach() - before[name]
         if amp is None:
@@ -544,7 +545,7 @@ def test_minibatches_shuffle_from_the_seed_and_micro_batches_pack_by_length():
         state = torch.get_rng_state()
         model = load_model("tiny")[0]
         stats = trainer.update(model, None, torch.optim.SGD(model.parameters(), lr=0.1), batch,
-                               cfg, world=1, epoch_seed=5, amp=None, pad_id=tok.pad_token_id)
+                               cfg, compute=Compute.local(tok.pad_token_id), epoch_seed=5)
         assert torch.equal(torch.get_rng_state(), state)
         results.append(({n: p.detach().clone() for n, p in model.named_parameters()}, stats))
     (first, stats), (second, _) = results
@@ -635,8 +636,8 @@ def test_an_empty_batch_updates_nothing_and_logs_zeros():
     before = {n: p.detach().clone() for n, p in model.named_parameters()}
     stats = trainer.update(model, None, torch.optim.SGD(model.parameters(), lr=1.0),
                            {"prompt": [], "reply": [], "old_logp": [], "adv": []},
-                           TrainConfig(max_grad_norm=0.0), world=1, epoch_seed=0, amp=None,
-                           pad_id=tok.pad_token_id)
+                           TrainConfig(max_grad_norm=0.0),
+                           compute=Compute.local(tok.pad_token_id), epoch_seed=0)
     assert stats == trainer.UpdateStats(0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
     assert all(torch.equal(before[n], p) for n, p in model.named_parameters())
 
@@ -651,8 +652,8 @@ def test_a_one_token_batch_logs_that_tokens_figures():
                                       pad_id=tok.pad_token_id, with_entropy=True)
     batch["old_logp"] = [[float(logp[0, -1])]]
     stats = trainer.update(model, None, torch.optim.SGD(model.parameters(), lr=0.0), batch,
-                           TrainConfig(kl_coef=0.0, max_grad_norm=0.0), world=1, epoch_seed=0,
-                           amp=None, pad_id=tok.pad_token_id)
+                           TrainConfig(kl_coef=0.0, max_grad_norm=0.0),
+                           compute=Compute.local(tok.pad_token_id), epoch_seed=0)
     assert stats.ratio_mean == pytest.approx(1.0, abs=1e-6)
     assert stats.entropy == pytest.approx(float(ent[0, -1]), rel=1e-5)
     assert stats.pg_loss == pytest.approx(-1.0, abs=1e-6)  # -A * ratio, A = 1
@@ -674,8 +675,8 @@ def test_the_logged_gradient_norm_is_the_mean_over_the_optimizer_steps(monkeypat
     model = load_model("tiny")[0]
     stats = trainer.update(model, None, torch.optim.SGD(model.parameters(), lr=0.01), batch,
                            TrainConfig(ppo_epochs=2, num_minibatches=2, max_grad_norm=0.5,
-                                       kl_coef=0.0), world=1, epoch_seed=0, amp=None,
-                           pad_id=tok.pad_token_id)
+                                       kl_coef=0.0),
+                           compute=Compute.local(tok.pad_token_id), epoch_seed=0)
     assert len(norms) == 4 and stats.grad_norm == pytest.approx(sum(norms) / 4)
 
 

@@ -13,6 +13,7 @@ from gagpo.agents.policies.base import Request
 from gagpo.agents.policies.factory import env_kwargs_for
 from gagpo.agents.policies.scripted import explain
 from gagpo.agents.react import ReActAgent
+from gagpo.distributed import Compute
 from gagpo.envs import split_tasks
 from gagpo.logprobs import reply_logprobs
 from gagpo.train_config import TrainConfig
@@ -178,7 +179,7 @@ def test_behaviour_cloning_lowers_the_nll_and_raises_every_demonstrated_reply(
 
     model.train()
     once = behaviour_cloning(model, demos, _bc_cfg(micro_batch_tokens=micro_batch_tokens),
-                             world=1, amp=None, pad_id=pad)
+                             compute=Compute.local(pad))
     after_one, after_lp = _nll(model, demos, pad)
     assert once == pytest.approx(before, rel=1e-4)  # the last batch's NLL, before its step
     assert after_one < before - 0.05  # cloning, not training backwards
@@ -187,7 +188,7 @@ def test_behaviour_cloning_lowers_the_nll_and_raises_every_demonstrated_reply(
     twice_model = _tiny()[0].train()
     twice = behaviour_cloning(twice_model, demos,
                               _bc_cfg(micro_batch_tokens=micro_batch_tokens, bc_epochs=2),
-                              world=1, amp=None, pad_id=pad)
+                              compute=Compute.local(pad))
     after_two, after_two_lp = _nll(twice_model, demos, pad)
     assert twice == pytest.approx(after_one, rel=1e-4)  # measured after the first step
     assert twice < before
@@ -211,7 +212,7 @@ def test_micro_batches_accumulate_to_the_whole_batchs_gradient(monkeypatch):
     demos = _synthetic_demos(6, tok.eos_token_id)
     for budget in (16384, 1):
         behaviour_cloning(_tiny()[0].train(), demos, _bc_cfg(micro_batch_tokens=budget),
-                          world=1, amp=None, pad_id=tok.pad_token_id)
+                          compute=Compute.local(tok.pad_token_id))
     whole, cut = grads
     assert whole.keys() == cut.keys()
     for i, g in whole.items():
@@ -237,8 +238,8 @@ def test_a_one_token_reply_is_its_own_nll():
     model, tok = _tiny()
     demos = [([5, 6, 7, 8], [tok.eos_token_id])]
     before, _ = _nll(model, demos, tok.pad_token_id)
-    nll = behaviour_cloning(model.train(), demos, _bc_cfg(bc_batch=1), world=1, amp=None,
-                            pad_id=tok.pad_token_id)
+    nll = behaviour_cloning(model.train(), demos, _bc_cfg(bc_batch=1),
+                            compute=Compute.local(tok.pad_token_id))
     assert nll == pytest.approx(before, rel=1e-5)
 
 
@@ -280,7 +281,7 @@ def test_bc_epochs_is_the_number_of_passes_over_every_demonstration(monkeypatch)
         frozen.requires_grad_(False)
         kept = frozen.detach().clone()
         cfg = _bc_cfg(bc_batch=2, bc_epochs=epochs, bc_lr=3e-3)
-        behaviour_cloning(model, demos, cfg, world=1, amp=None, pad_id=tok.pad_token_id)
+        behaviour_cloning(model, demos, cfg, compute=Compute.local(tok.pad_token_id))
         opt = optimizers[-1]
         assert opt.steps == 3 * epochs
         assert [len(b) for b in batches] == [2, 2, 1] * epochs
@@ -376,8 +377,7 @@ def test_behaviour_cloning_is_reproducible_and_leaves_the_global_random_streams_
         torch.manual_seed(global_seed)
         state = torch.get_rng_state()
         m = _tiny()[0].train()
-        behaviour_cloning(m, demos, _bc_cfg(bc_batch=2), world=1, amp=None,
-                          pad_id=tok.pad_token_id)
+        behaviour_cloning(m, demos, _bc_cfg(bc_batch=2), compute=Compute.local(tok.pad_token_id))
         assert torch.equal(torch.get_rng_state(), state)
         results.append({n: p.detach().clone() for n, p in m.named_parameters()})
     assert all(torch.equal(results[0][n], results[1][n]) for n in results[0])
@@ -386,8 +386,7 @@ def test_behaviour_cloning_is_reproducible_and_leaves_the_global_random_streams_
 def test_no_demonstrations_is_a_nan_nll_and_no_step():
     model, tok = _tiny()
     before = {n: p.detach().clone() for n, p in model.named_parameters()}
-    nll = behaviour_cloning(model.train(), [], _bc_cfg(), world=1, amp=None,
-                            pad_id=tok.pad_token_id)
+    nll = behaviour_cloning(model.train(), [], _bc_cfg(), compute=Compute.local(tok.pad_token_id))
     assert isinstance(nll, float) and nll != nll  # nan
     assert all(torch.equal(before[n], p) for n, p in model.named_parameters())
 
@@ -411,7 +410,7 @@ def test_behaviour_cloning_keeps_to_the_budget_and_the_runs_autocast(monkeypatch
 
     monkeypatch.setattr(warm_start, "reply_logprobs", spy)
     behaviour_cloning(model.train(), demos, _bc_cfg(bc_batch=8, micro_batch_tokens=20),
-                      world=1, amp=amp, pad_id=tok.pad_token_id)
+                      compute=Compute.local(tok.pad_token_id, amp=amp))
     longest = max(len(p) + len(r) for p, r in demos)
     assert len(calls) > 2 and all(size <= 20 or size <= longest for size, _ in calls)
     assert sum(size for size, _ in calls) >= sum(len(p) + len(r) for p, r in demos)
