@@ -45,7 +45,8 @@ from gagpo.distributed import (
     shard_model,
 )
 from gagpo.logprobs import pad_batch
-from gagpo.policy_update import optimizer_steps, packs_prompts
+from gagpo.passes import packs_prompts
+from gagpo.policy_update import optimizer_steps
 
 if TYPE_CHECKING:
     from gagpo.train_config import TrainConfig

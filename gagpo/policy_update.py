@@ -20,21 +20,19 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
-from gagpo.agents.policies.kv_cache import gagpo_attention
-from gagpo.batching import micro_batches, packed_micro_batches
-from gagpo.common.lora import folded_lora_update, lora_passes_in
+from gagpo.batching import micro_batches
 from gagpo.distributed import (
     Compute,
     all_reduce_sum,
     full_parameters,
     grad_norm_clip,
     is_sharded,
-    loss_scale,
     sync_gradients,
     with_padding_passes,
 )
-from gagpo.logprobs import reply_logprobs, right_align
+from gagpo.logprobs import right_align
 from gagpo.losses import LossConfig, policy_loss
+from gagpo.passes import Passes
 
 if TYPE_CHECKING:
     from gagpo.train_config import TrainConfig
@@ -179,47 +177,23 @@ def sampling_temperature(cfg: TrainConfig) -> float:
     return cfg.temperature if cfg.mode == "generate" and cfg.temperature > 0 else 1.0
 
 
-def packs_prompts(cfg: TrainConfig, model: Any) -> bool:
-    """Whether the update's passes are packed (``--pack-prompts``; auto: on a CPU)."""
-    if cfg.pack_prompts != "auto":
-        return cfg.pack_prompts == "on"
-    return next(model.parameters()).device.type == "cpu"
-
-
-def lora_update_passes(model: Any, cfg: TrainConfig, compute: Compute
-                       ) -> contextlib.AbstractContextManager:
-    """A LoRA update's passes made cheaper without changing their values beyond rounding, in
-    one process (``compute.world`` 1) on a CPU: under ``compute.amp`` autocast without the
-    casts that change no value (``common.lora.lora_passes_in``: every pass cast each frozen
-    weight again), in float32 with each adapted layer run as one product with its adapters
-    folded in (``--fold-lora``, ``common.lora.folded_lora_update``). Elsewhere a no-op: on a
-    GPU the copies would take memory that checkpointing may have been asked to save; DDP and
-    FSDP keep the parameters they were given."""
-    if compute.world > 1 or next(model.parameters()).device.type != "cpu":
-        return contextlib.nullcontext()
-    if compute.amp is not None:
-        return lora_passes_in(model, compute.amp)
-    return folded_lora_update(model) if cfg.fold_lora == "auto" else contextlib.nullcontext()
-
-
 def update(model: Any, ref_model: Any | None, optimizer: torch.optim.Optimizer,
            batch: UpdateBatch | Mapping[str, Sequence], cfg: TrainConfig, *, compute: Compute,
-           epoch_seed: int) -> UpdateStats:
+           epoch_seed: int, passes: Passes | None = None) -> UpdateStats:
     """The policy's :func:`optimizer_steps` on ``batch`` (prompts, replies, old log-probs,
     advantages; an :class:`UpdateBatch` or a mapping of its fields), with the clipped surrogate
-    of :func:`gagpo.losses.policy_loss`; passes padded with ``compute.pad_id`` under
-    ``compute.amp`` autocast, gradients summed over ``compute.world`` ranks."""
+    of :func:`gagpo.losses.policy_loss`. ``passes``: how the passes run (the run's; None: as
+    :meth:`gagpo.passes.Passes.choose` chooses for ``model``), gradients summed over
+    ``compute.world`` ranks."""
     batch = UpdateBatch.of(batch)
-    amp, pad_id = compute.amp, compute.pad_id
+    passes = passes or Passes.choose(model, cfg, compute)
     loss_cfg = LossConfig(ratio_level=cfg.resolved_ratio_level(), clip_eps=cfg.clip_eps,
                           clip_eps_high=cfg.clip_eps_high, dual_clip=cfg.dual_clip,
                           kl_coef=cfg.kl_coef, entropy_coef=cfg.entropy_coef,
                           aggregation=cfg.resolved_aggregation())
     temp = sampling_temperature(cfg)
-    scale = loss_scale(model, compute.world)
-    packed = packs_prompts(cfg, model)
+    scale = passes.loss_scale(model)
     totals: dict[str, float] = {}
-    tokens_seen = 0
 
     def count(mb: list[int]) -> float:
         """The denominator of the mean: the minibatch's reply tokens, or its actions."""
@@ -228,89 +202,66 @@ def update(model: Any, ref_model: Any | None, optimizer: torch.optim.Optimizer,
         return len(mb)
 
     def micro_step(idx: list[int] | None, denom: float) -> None:
-        nonlocal tokens_seen
-        if idx is None:  # a padding pass: same collectives, no gradient
-            prompts, replies, olds, advs = [[pad_id]], [[pad_id]], [[0.0]], [0.0]
+        weight = 0.0 if idx is None else 1.0  # None: a padding pass, same collectives
+        if idx is None:
+            (prompts, replies), olds, advs = passes.padding_rows(), [[0.0]], [0.0]
         else:
-            prompts = [batch.prompt[i] for i in idx]
-            replies = [batch.reply[i] for i in idx]
-            olds = [batch.old_logp[i] for i in idx]
-            advs = [batch.adv[i] for i in idx]
-        logp, mask, ent = reply_logprobs(model, prompts, replies, pad_id=pad_id,
-                                         temperature=temp, with_entropy=True,
-                                         autocast_dtype=amp, packed=packed)
-        T = mask.shape[1]
-        old = right_align(olds, T, logp.device)
+            prompts, replies = [batch.prompt[i] for i in idx], [batch.reply[i] for i in idx]
+            olds, advs = [batch.old_logp[i] for i in idx], [batch.adv[i] for i in idx]
+        logp, mask, ent = passes.logprobs(model, prompts, replies, temperature=temp,
+                                          with_entropy=True)
+        old = right_align(olds, mask.shape[1], logp.device)
         ref = None
         if cfg.kl_coef > 0:
             with torch.no_grad(), reference_weights(model, ref_model) as ref_net:
-                ref = reply_logprobs(ref_net, prompts, replies, pad_id=pad_id,
-                                     temperature=temp, autocast_dtype=amp, packed=packed)[0]
+                ref = passes.logprobs(ref_net, prompts, replies, temperature=temp)[0]
         adv = torch.tensor(advs, device=logp.device)
         loss, stats = policy_loss(logp, old, adv, mask, loss_cfg, ref_logp=ref, entropy=ent,
                                   denominator=denom)
         # No averaging over ranks anywhere: each rank's loss is already over the global
         # denominator, so summing gradients over ranks gives the global mean's.
-        (loss * (0.0 if idx is None else 1.0) * scale).backward()
+        (loss * weight * scale).backward()
         if idx is None:
             return
+        stats["passed_tokens"] = passes.tokens(prompts, replies)
         for k, v in stats.items():
             totals[k] = totals.get(k, 0.0) + (v * denom if k == "pg" else v)
-        tokens_seen += passed_tokens(prompts, replies, packed)
-
-    def packed_split(mb: list[int]) -> list[list[int]]:
-        return [[mb[j] for j in c] for c in packed_micro_batches(
-            [batch.prompt[i] for i in mb], [batch.reply[i] for i in mb],
-            cfg.micro_batch_tokens, one_prompt_each=is_sharded(model))]
 
     lengths = [len(p) + len(r) for p, r in zip(batch.prompt, batch.reply, strict=True)]
-    # Packed passes attend split (prompt causal, replies under the mask) forward and backward.
-    with lora_update_passes(model, cfg, compute), gagpo_attention(model):
-        grad_norm = optimizer_steps(model, optimizer, lengths, cfg, compute=compute,
-                                    epoch_seed=epoch_seed, count=count, micro_step=micro_step,
-                                    split=packed_split if packed else None)
+    with passes.training(model):
+        grad_norm = optimizer_steps(
+            model, optimizer, lengths, cfg, compute=compute, epoch_seed=epoch_seed,
+            count=count, micro_step=micro_step,
+            split=lambda mb: passes.split(batch.prompt, batch.reply, mb))
     steps = cfg.ppo_epochs * cfg.num_minibatches
     tok = max(totals.get("tokens", 0.0), 1.0)
     return UpdateStats(pg_loss=totals.get("pg", 0.0) / tok, kl=totals.get("kl", 0.0) / tok,
                        entropy=totals.get("entropy", 0.0) / tok,
                        clip_frac=totals.get("clip_frac", 0.0) / tok,
                        ratio_mean=totals.get("ratio", 0.0) / tok,
-                       grad_norm=grad_norm / steps, padded_tokens=float(tokens_seen))
-
-
-def passed_tokens(prompts: list, replies: list, packed: bool) -> int:
-    """Tokens a :func:`gagpo.logprobs.reply_logprobs` pass runs on: rows x (longest prompt +
-    longest reply) padded; each distinct prompt once plus every reply, packed."""
-    if packed:
-        return sum(len(r) for r in replies) + sum(len(p) for p in {tuple(p) for p in prompts})
-    return len(prompts) * (max(len(r) for r in replies) + max(len(p) for p in prompts))
+                       grad_norm=grad_norm / steps,
+                       padded_tokens=totals.get("passed_tokens", 0.0))
 
 
 def recompute_old_logprobs(model: Any, batch: UpdateBatch | Mapping[str, Sequence],
-                           cfg: TrainConfig, *, compute: Compute
+                           cfg: TrainConfig, *, compute: Compute, passes: Passes | None = None
                            ) -> tuple[UpdateBatch, tuple[float, int]]:
     """``batch`` with the sampler's log-probs replaced by the trained model's own, at the
-    sampling temperature under ``compute.amp`` autocast (a new batch: ``batch`` is left as it
-    is), and ``(sum of |sampler - recomputed|, tokens compared)``: how far the sampler's
-    numerics (vLLM's kernels, another dtype) are from the trainer's."""
+    sampling temperature (a new batch: ``batch`` is left as it is), and ``(sum of |sampler -
+    recomputed|, tokens compared)``: how far the sampler's numerics (vLLM's kernels, another
+    dtype) are from the trainer's."""
     batch = UpdateBatch.of(batch)
+    passes = passes or Passes.choose(model, cfg, compute)
     temp = sampling_temperature(cfg)
-    packed = packs_prompts(cfg, model)
-    if packed:
-        # Inside full_parameters a pass is no collective: ranks may run different numbers.
-        chunks = packed_micro_batches(batch.prompt, batch.reply, cfg.micro_batch_tokens)
-    else:
-        chunks = micro_batches([len(p) + len(r) for p, r in
-                                zip(batch.prompt, batch.reply, strict=True)],
-                               cfg.micro_batch_tokens)
+    # Inside full_parameters a pass is no collective: ranks may run different numbers.
+    chunks = passes.split(batch.prompt, batch.reply, range(len(batch)), collective=False)
     gap, compared = 0.0, 0
     recomputed: list[Sequence[float]] = list(batch.old_logp)
     with torch.no_grad(), full_parameters(model):
         for idx in chunks:
             replies = [batch.reply[i] for i in idx]
-            logp, mask, _ = reply_logprobs(model, [batch.prompt[i] for i in idx], replies,
-                                           pad_id=compute.pad_id, temperature=temp,
-                                           autocast_dtype=compute.amp, packed=packed)
+            logp, mask, _ = passes.logprobs(model, [batch.prompt[i] for i in idx], replies,
+                                            temperature=temp)
             for j, i in enumerate(idx):
                 mine = logp[j, mask.shape[1] - len(replies[j]):].tolist()
                 sampled = batch.old_logp[i]

@@ -47,6 +47,7 @@ from gagpo.distributed import (
     shutdown_distributed,
 )
 from gagpo.evaluate import evaluate_model, sampling
+from gagpo.passes import Passes
 from gagpo.policy_update import (
     UpdateBatch,
     UpdateStats,
@@ -298,6 +299,9 @@ class Run:
     out: Path
     compute: Compute
     """This rank's device, autocast dtype, rank, number of ranks and pad token."""
+    passes: Passes
+    """How the policy's passes run here (packing, LoRA's cheaper passes, FSDP's padding),
+    chosen once when the run starts."""
     model: Any
     """The trained policy's model (sharded under FSDP)."""
     tokenizer: Any
@@ -427,7 +431,8 @@ def build_run(cfg: TrainConfig, out: Path, rank: int, world: int, device: torch.
         shard_model(model)
         if ref_model is not None:
             shard_model(ref_model)
-    return Run(cfg=cfg, out=out, compute=compute, model=model, tokenizer=tokenizer,
+    return Run(cfg=cfg, out=out, compute=compute, passes=Passes.choose(model, cfg, compute),
+               model=model, tokenizer=tokenizer,
                agent=agent, policy=policy, engine=engine, ref_model=ref_model, critic=critic,
                train_tasks=train_tasks, eval_tasks=eval_tasks)
 
@@ -576,13 +581,14 @@ def learn(run: Run, optimizer: torch.optim.Optimizer, table: StepTable, it: int)
     run.model.train()
     gap = None
     if cfg.recompute_old_logp or run.engine is not None:  # vLLM's numerics are not ours
-        batch, gap = recompute_old_logprobs(run.model, batch, cfg, compute=run.compute)
+        batch, gap = recompute_old_logprobs(run.model, batch, cfg, compute=run.compute,
+                                            passes=run.passes)
     epoch_seed = cfg.seed * 1_000_003 + it * 101 + run.compute.rank
     critic_stats = None if run.critic is None else run.critic.update(
         prompts, values, details["value_target"], epoch_seed=epoch_seed)
     stats = UpdateStats.skipped() if it < cfg.critic_warmup else update(
         run.model, run.ref_model, optimizer, batch, cfg, compute=run.compute,
-        epoch_seed=epoch_seed)
+        epoch_seed=epoch_seed, passes=run.passes)
     return Learned(steps=steps, rewards=rewards, penalty=penalty, values=values,
                    advantages=adv, details=details, update=stats, critic=critic_stats,
                    logprob_gap=gap, seconds=time.perf_counter() - t1)

@@ -12,20 +12,14 @@ import torch
 from tqdm import tqdm
 
 from gagpo.agents.policies.base import Policy
-from gagpo.batching import packed_micro_batches
 from gagpo.distributed import (
     Compute,
     all_reduce_max,
     all_reduce_sum,
     grad_norm_clip,
-    is_sharded,
-    loss_scale,
-    rank_micro_batches,
     sync_gradients,
-    with_padding_passes,
 )
-from gagpo.logprobs import reply_logprobs
-from gagpo.policy_update import packs_prompts
+from gagpo.passes import Passes
 from gagpo.train_config import TrainConfig
 
 Demonstration = tuple[list[int], list[int]]
@@ -90,10 +84,11 @@ def behaviour_cloning(model: Any, demos: list[Demonstration], cfg: TrainConfig, 
     ``compute.pad_id``, under ``compute.amp`` autocast; each of ``compute.world`` ranks on its
     own ``demos``, the progress bar on rank 0's); returns the last batch's mean negative
     log-likelihood (over all ranks' demonstrations)."""
-    world, amp, pad_id = compute.world, compute.amp, compute.pad_id
+    world = compute.world
     params = [p for p in model.parameters() if p.requires_grad]
-    sharded, scale = is_sharded(model), loss_scale(model, world)
-    packed = packs_prompts(cfg, model)  # on a CPU: no padding (few demonstrations share one)
+    passes = Passes.choose(model, cfg, compute)
+    scale = passes.loss_scale(model)
+    prompts, replies = [d[0] for d in demos], [d[1] for d in demos]
     opt = torch.optim.AdamW(params, lr=cfg.bc_lr, weight_decay=0.0)
     gen = torch.Generator().manual_seed(cfg.seed + 7)
     nll = float("nan")
@@ -107,20 +102,12 @@ def behaviour_cloning(model: Any, demos: list[Demonstration], cfg: TrainConfig, 
             idx = order[step * cfg.bc_batch:(step + 1) * cfg.bc_batch]
             denom = all_reduce_sum(float(sum(len(demos[i][1]) for i in idx)), world)
             opt.zero_grad(set_to_none=True)
-            if packed:
-                subs = with_padding_passes([[idx[j] for j in c] for c in packed_micro_batches(
-                    [demos[i][0] for i in idx], [demos[i][1] for i in idx],
-                    cfg.micro_batch_tokens, one_prompt_each=sharded)], world, sharded)
-            else:
-                subs = rank_micro_batches(idx, [len(demos[i][0]) + len(demos[i][1])
-                                                for i in idx],
-                                          cfg.micro_batch_tokens, world, sharded)
+            subs = passes.with_padding(passes.split(prompts, replies, idx))
             total = 0.0
             for sub in subs:
-                pairs = [demos[i] for i in sub] if sub is not None else [([pad_id], [pad_id])]
-                logp, mask, _ = reply_logprobs(model, [p for p, _ in pairs],
-                                               [r for _, r in pairs], pad_id=pad_id,
-                                               autocast_dtype=amp, packed=packed)
+                rows = passes.padding_rows() if sub is None else (
+                    [prompts[i] for i in sub], [replies[i] for i in sub])
+                logp, mask, _ = passes.logprobs(model, *rows)
                 loss = -(logp * mask).sum() / max(denom, 1.0)
                 (loss * (sub is not None) * scale).backward()
                 total += float(loss.detach()) if sub is not None else 0.0

@@ -146,11 +146,12 @@ def _lora_update(monkeypatch, hold: bool):
     the casts counted during it, and how many frozen LoRA weights it has."""
     from torch.utils._python_dispatch import TorchDispatchMode
 
+    import gagpo.passes as passes
     import gagpo.policy_update as policy_update
     from gagpo.train_config import TrainConfig
 
     if not hold:  # the update as it was: every cast made at every pass
-        monkeypatch.setattr(policy_update, "lora_update_passes",
+        monkeypatch.setattr(passes, "lora_update_passes",
                             lambda model, cfg, compute: contextlib.nullcontext())
     torch.manual_seed(3)
     model = _lora_model()

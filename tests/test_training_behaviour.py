@@ -24,6 +24,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).parent))
 import corridor  # noqa: E402  (registers Corridor-v0)
 
+import gagpo.passes as passes  # noqa: E402
 import gagpo.policy_update as policy_update  # noqa: E402
 import gagpo.trainer as trainer  # noqa: E402
 from gagpo.advantages import compute_advantages  # noqa: E402
@@ -336,7 +337,7 @@ def _lengths(batch: dict) -> list[int]:
 def _padded_sizes(monkeypatch) -> list[int]:
     """Record the padded tokens of every forward pass the trainer makes from now on."""
     sizes: list[int] = []
-    forward = policy_update.reply_logprobs
+    forward = passes.reply_logprobs  # every pass of the update goes through gagpo.passes
 
     def spy(model, prompts, replies, **kwargs):
         if kwargs.get("packed"):  # each distinct prompt once, every reply, no padding
@@ -346,7 +347,7 @@ def _padded_sizes(monkeypatch) -> list[int]:
             sizes.append(len(prompts) * max(_lengths({"prompt": prompts, "reply": replies})))
         return forward(model, prompts, replies, **kwargs)
 
-    monkeypatch.setattr(policy_update, "reply_logprobs", spy)
+    monkeypatch.setattr(passes, "reply_logprobs", spy)
     return sizes
 
 

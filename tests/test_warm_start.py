@@ -9,6 +9,7 @@ import pytest
 import torch
 
 import gagpo.agents.rollout as rollout_module
+import gagpo.passes as passes
 from gagpo.agents.policies.base import Request
 from gagpo.agents.policies.factory import env_kwargs_for
 from gagpo.agents.policies.scripted import explain
@@ -246,7 +247,6 @@ def test_a_one_token_reply_is_its_own_nll():
 def test_bc_epochs_is_the_number_of_passes_over_every_demonstration(monkeypatch):
     """5 demonstrations in batches of 2: 3 optimizer steps a pass (the last batch holds one),
     each demonstration once a pass; ``bc_epochs=2`` takes twice the steps, at ``bc_lr``."""
-    import gagpo.warm_start as warm_start
 
     optimizers = []
 
@@ -261,7 +261,7 @@ def test_bc_epochs_is_the_number_of_passes_over_every_demonstration(monkeypatch)
             return super().step(*args, **kw)
 
     batches: list[list[tuple[int, ...]]] = []
-    real = warm_start.reply_logprobs
+    real = passes.reply_logprobs
 
     def recording(model, prompts, replies, **kw):
         # One micro-batch a step: every step starts from zeroed gradients.
@@ -270,7 +270,7 @@ def test_bc_epochs_is_the_number_of_passes_over_every_demonstration(monkeypatch)
         return real(model, prompts, replies, **kw)
 
     monkeypatch.setattr(torch.optim, "AdamW", CountingAdamW)
-    monkeypatch.setattr(warm_start, "reply_logprobs", recording)
+    monkeypatch.setattr(passes, "reply_logprobs", recording)
     _, tok = _tiny()
     demos = _synthetic_demos(5, tok.eos_token_id)
     replies = sorted(tuple(r) for _, r in demos)
@@ -395,12 +395,11 @@ def test_no_demonstrations_is_a_nan_nll_and_no_step():
 def test_behaviour_cloning_keeps_to_the_budget_and_the_runs_autocast(monkeypatch, amp):
     """Memory and speed: every forward pass holds at most ``micro_batch_tokens`` padded tokens
     (a longer pair alone excepted) and runs under the run's autocast dtype."""
-    import gagpo.warm_start as warm_start
 
     model, tok = _tiny()
     demos = _synthetic_demos(8, tok.eos_token_id)
     calls = []
-    forward = warm_start.reply_logprobs
+    forward = passes.reply_logprobs
 
     def spy(net, prompts, replies, **kwargs):
         calls.append((len(prompts) * max(len(p) + len(r) for p, r in
@@ -408,7 +407,7 @@ def test_behaviour_cloning_keeps_to_the_budget_and_the_runs_autocast(monkeypatch
                       kwargs.get("autocast_dtype")))
         return forward(net, prompts, replies, **kwargs)
 
-    monkeypatch.setattr(warm_start, "reply_logprobs", spy)
+    monkeypatch.setattr(passes, "reply_logprobs", spy)
     behaviour_cloning(model.train(), demos, _bc_cfg(bc_batch=8, micro_batch_tokens=20),
                       compute=Compute.local(tok.pad_token_id, amp=amp))
     longest = max(len(p) + len(r) for p, r in demos)
