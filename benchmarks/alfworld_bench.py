@@ -30,6 +30,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from benchmarks.record import command_line, recorded
 
@@ -156,9 +157,11 @@ def memory_per_env(kind: str, data_dir: str, split: str) -> tuple[float, float]:
     return rss[1] - rss[0], (rss[-1] - rss[1]) / (len(rss) - 2)
 
 
-def summarize(report: str) -> dict[str, float]:
+def summarize(report: str) -> dict[str, Any]:
     """The figures of a printed report (what ``benchmarks.figures`` quotes): over all scene
-    sizes, the step's median on the native engine and the reference (ms) and their ratio.
+    sizes, the step's median on the native engine and the reference (ms) and their ratio; and
+    per scene size (``"small"``, ``"medium"``, ``"large"``) the step's and the resets' medians
+    on each engine.
 
     Raises:
         ValueError: the report has no "all sizes" line with the reference beside the native.
@@ -168,8 +171,20 @@ def summarize(report: str) -> dict[str, float]:
     if line is None:
         raise ValueError("not an alfworld_bench report with the reference engine: no "
                          "'all sizes: step native ... vs reference ...' line")
-    return {"step_native_ms": float(line[1]), "step_reference_ms": float(line[2]),
-            "step_ratio": float(line[3])}
+    out: dict[str, Any] = {"step_native_ms": float(line[1]), "step_reference_ms": float(line[2]),
+                           "step_ratio": float(line[3]), "scenes": {}}
+    ms = r"([\d.]+) ms"
+    for m in re.finditer(rf"^\| (small|medium|large) \(([^)]*)\) \| [\d-]+ \| [\d-]+ \| {ms} \| "
+                         rf"{ms} \| {ms} \| (\d+)x \|", report, re.M):
+        out["scenes"][m[1]] = {"receptacles": m[2], "step_native_ms": float(m[3]),
+                               "step_reference_ms": float(m[4]), "step_stock_ms": float(m[5]),
+                               "step_ratio": float(m[6])}
+    for m in re.finditer(rf"^\| (small|medium|large) \([^)]*\) \| {ms} \| {ms} \| {ms} \| "
+                         rf"{ms} \|", report, re.M):
+        out["scenes"].setdefault(m[1], {}).update(
+            reset_new_native_ms=float(m[2]), reset_new_reference_ms=float(m[3]),
+            reset_played_native_ms=float(m[4]), reset_played_reference_ms=float(m[5]))
+    return out
 
 
 def main(argv: list[str] | None = None) -> None:

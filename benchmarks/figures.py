@@ -205,6 +205,22 @@ def webshop_table() -> str:
     return "\n".join([*lines, *("| " + " | ".join(r) + " |" for r in rows)])
 
 
+def alfworld_table() -> str:
+    """docs/benchmarks.md's ALFWorld-v0 engines table, from alfworld_bench's summary."""
+    scenes = load("benchmarks/results/alfworld_bench/summary.json")["scenes"]
+    lines = ["| scene | step: native | reference | stock | reset, new game: native | reference "
+             "| reset, played game: native | reference |", "|---|---|---|---|---|---|---|---|"]
+    for name in ("small", "medium", "large"):
+        d = scenes[name]
+        lines.append(
+            f"| {name} ({d['receptacles']}) | {d['step_native_ms']:.3f} ms | "
+            f"{d['step_reference_ms']:.2f} ms ({d['step_ratio']:.0f}x) | "
+            f"{d['step_stock_ms']:.1f} ms | {d['reset_new_native_ms']:.1f} ms | "
+            f"{d['reset_new_reference_ms']:.0f} ms | {d['reset_played_native_ms']:.2f} ms | "
+            f"{d['reset_played_reference_ms']:.1f} ms |")
+    return "\n".join(lines)
+
+
 @dataclass(frozen=True)
 class Block:
     """A part of a page that this module makes: between its two marker lines."""
@@ -234,6 +250,7 @@ class Block:
 BLOCKS: tuple[Block, ...] = (
     Block(README, "results", table),
     Block(ROOT / "docs" / "benchmarks.md", "webshop speed", webshop_table),
+    Block(ROOT / "docs" / "benchmarks.md", "alfworld engines", alfworld_table),
 )
 """Every part of a page made from the summaries."""
 
