@@ -19,7 +19,7 @@ import dataclasses
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from gagpo.advantages import (
     DEFAULT_EPISODE_STATS,
@@ -72,10 +72,12 @@ def check_lora_options(cfg: TrainConfig) -> None:
 
 
 @dataclass
-class TrainConfig:
-    """Everything a training run depends on (saved with every checkpoint)."""
+class EnvironmentSettings:
+    """The environment the run trains on, and its tasks."""
 
-    # --- environment --------------------------------------------------------------------------
+    title: ClassVar[str] = "environment"
+    """The group's heading in ``gagpo train --help``."""
+
     env: str = arg("WebShop-v0", "registered environment id (WebShop-v0, ALFWorld-v0)")
     env_kwargs: dict = arg({}, "extra gymnasium.make() arguments (JSON object)")
     train_split: str = arg("train", "split the training tasks come from")
@@ -83,12 +85,15 @@ class TrainConfig:
                                        "valid_unseen)")
     max_steps: int | None = arg(None, "episode step limit (default: the env's own, its "
                                  "registered max_episode_steps)", valid=">= 1")
-    backend: str = arg("inprocess", "where envs run", choices=list(BACKENDS))
-    ray_address: str | None = arg(None, "Ray cluster address for backend=ray (None: local)")
-    parallel: str = arg("ddp", "under torchrun: ddp (each rank a whole model, gradients "
-                               "all-reduced) or fsdp (parameters, gradients and optimizer "
-                               "state sharded, FSDP2)", choices=list(PARALLEL_MODES))
-    # --- model and policy ---------------------------------------------------------------------
+
+
+@dataclass
+class ModelSettings:
+    """The policy's model and its LoRA adapters."""
+
+    title: ClassVar[str] = "model and LoRA"
+    """The group's heading in ``gagpo train --help``."""
+
     model: str = arg("tiny", "tiny | smollm2-135m | a Hugging Face id or local folder")
     mode: str = arg("generate", "generate replies, or score the admissible actions",
                     choices=list(MODES))
@@ -104,13 +109,15 @@ class TrainConfig:
                                        "modules_to_save, kept in the adapter folder)")
     length_normalize: bool = arg(False, "score mode: rank actions by mean (not summed) token "
                                         "log-prob, so long actions are not penalised")
-    bf16: str = arg("auto", "bf16 autocast: auto (CUDA with bf16; CPUs with AMX or "
-                            "AVX512-BF16, for models of 50M+ params) | on | off",
-                    choices=["auto", "on", "off"])
-    gradient_checkpointing: str = arg(
-        "auto", "recompute each layer's activations in the backward pass instead of keeping "
-        "them (less memory on long prompts, slower updates): auto (models "
-        "of 50M+ parameters) | on | off", choices=["auto", "on", "off"])
+
+
+@dataclass
+class GenerationSettings:
+    """How the rollouts' replies are sampled and their prompts built."""
+
+    title: ClassVar[str] = "generation"
+    """The group's heading in ``gagpo train --help``."""
+
     generation: str = arg("transformers", "what samples the rollouts' replies: the trained "
                                           "model through transformers, or a vLLM engine "
                                           "(CUDA, generate mode) that gets the trained "
@@ -130,9 +137,18 @@ class TrainConfig:
     temperature: float = arg(1.0, "sampling temperature of training rollouts", valid=">= 0")
     eval_temperature: float = arg(0.4, "sampling temperature of evaluation (0: greedy)",
                                   valid=">= 0")
-    # --- rollouts and rewards -----------------------------------------------------------------
+
+
+@dataclass
+class RolloutSettings:
+    """Rollouts, rewards and advantages: what the update is asked to reinforce
+    (:meth:`TrainConfig.credit` gives the credit's part as
+    :class:`gagpo.step_credit.CreditSettings`)."""
+
+    title: ClassVar[str] = "rollouts, rewards and advantages"
+    """The group's heading in ``gagpo train --help``."""
+
     algo: str = arg("gagpo", "advantage estimator", choices=sorted(ESTIMATORS))
-    iterations: int = arg(150, "training iterations (rollout + update)", valid=">= 0")
     n_groups: int = arg(16, "tasks per iteration (N)", valid=">= 1")
     group_size: int = arg(8, "rollouts per task (G), from the same initial state", valid=">= 1")
     reward: str = arg("success", "step reward at the end: success (reward_scale x won) or "
@@ -150,7 +166,6 @@ class TrainConfig:
     state_grouping: str = arg("state_key", "what makes two steps share a state: the env's "
                                            "state_key or the observation text (GiGPO)",
                               choices=["state_key", "observation"])
-    # --- advantages ---------------------------------------------------------------------------
     gamma: float = arg(DEFAULT_GAMMA, "discount of returns and TD residuals", valid="in [0, 1]")
     gagpo_variant: str = arg(DEFAULT_GAGPO_VARIANT, "which reading of GAGPO (paper: the "
                              "literal one; docs/algorithms.md compares them)",
@@ -165,7 +180,15 @@ class TrainConfig:
         "mean and std of the episode-level term (GRPO, GiGPO) over the group's trajectories (the "
         "GiGPO paper) or over its step rows (verl-agent's code)",
         choices=list(EPISODE_STATS))
-    # --- PPO's learned critic (--algo ppo; gagpo.critic; the other methods have none) --------
+
+
+@dataclass
+class UpdateSettings:
+    """The update: the loss, the optimizer and PPO's learned critic."""
+
+    title: ClassVar[str] = "update"
+    """The group's heading in ``gagpo train --help``."""
+
     critic_model: str | None = arg(None, "the critic's backbone: a model name or folder with the "
                                          "policy's tokenizer (default: a copy of --model)")
     critic_lr: float = arg(1e-5, "the critic's AdamW learning rate", valid="> 0")
@@ -173,7 +196,6 @@ class TrainConfig:
                                 "waiting for values worth using", valid=">= 0")
     value_clip: float = arg(0.5, "clipped value loss: a value moves at most this far from the "
                                  "rollout's in one iteration", valid="> 0")
-    # --- loss ---------------------------------------------------------------------------------
     ratio_level: str | None = arg(None, "importance ratio per token or per action (default: "
                                         "action for gagpo, token otherwise)",
                                   choices=list(RATIO_LEVELS))
@@ -189,7 +211,6 @@ class TrainConfig:
                                         "same) or seq-mean (every action does) (default: "
                                         "seq-mean for gagpo, token-mean otherwise)",
                                   choices=list(AGGREGATIONS))
-    # --- optimisation -------------------------------------------------------------------------
     lr: float = arg(1e-6, "AdamW learning rate", valid="> 0")
     embeddings_lr: float | None = arg(None, "with --lora-embeddings: the embeddings' AdamW "
                                             "learning rate (default: --lr)", valid="> 0")
@@ -198,6 +219,50 @@ class TrainConfig:
     ppo_epochs: int = arg(1, "passes over each iteration's batch", valid=">= 1")
     num_minibatches: int = arg(1, "optimizer steps per epoch (the batch split this many ways)",
                                valid=">= 1")
+    recompute_old_logp: bool = arg(False, "recompute log pi_old with the trainer's model "
+                                          "(needed when rollouts come from another engine)")
+
+
+@dataclass
+class WarmStartSettings:
+    """The behaviour-cloning warm start before the first iteration."""
+
+    title: ClassVar[str] = "warm start"
+    """The group's heading in ``gagpo train --help``."""
+
+    bc_episodes: int = arg(0, "expert demonstrations (episodes) for a warm start (0: none)",
+                           valid=">= 0")
+    bc_teacher: str = arg("expert", "who the warm start imitates: the goal-aware expert (its won "
+                                    "episodes), or WebShop's rule baseline (search the "
+                                    "instruction, first result, buy; rule_options also clicks "
+                                    "options the instruction names, and needs env_kwargs "
+                                    "observation_mode text_rich), all its episodes",
+                          choices=["expert", "rule", "rule_options"])
+    bc_epochs: int = arg(1, "passes over the demonstrations", valid=">= 1")
+    bc_lr: float = arg(1e-3, "learning rate of the warm start", valid="> 0")
+    bc_batch: int = arg(16, "demonstration steps per optimizer step", valid=">= 1")
+
+
+@dataclass
+class PerformanceSettings:
+    """Where and how fast the run computes: what each changes besides time and
+    memory is said in its help (``RESUME_MAY_CHANGE`` lists those a resumed run may change)."""
+
+    title: ClassVar[str] = "performance"
+    """The group's heading in ``gagpo train --help``."""
+
+    backend: str = arg("inprocess", "where envs run", choices=list(BACKENDS))
+    ray_address: str | None = arg(None, "Ray cluster address for backend=ray (None: local)")
+    parallel: str = arg("ddp", "under torchrun: ddp (each rank a whole model, gradients "
+                               "all-reduced) or fsdp (parameters, gradients and optimizer "
+                               "state sharded, FSDP2)", choices=list(PARALLEL_MODES))
+    bf16: str = arg("auto", "bf16 autocast: auto (CUDA with bf16; CPUs with AMX or "
+                            "AVX512-BF16, for models of 50M+ params) | on | off",
+                    choices=["auto", "on", "off"])
+    gradient_checkpointing: str = arg(
+        "auto", "recompute each layer's activations in the backward pass instead of keeping "
+        "them (less memory on long prompts, slower updates): auto (models "
+        "of 50M+ parameters) | on | off", choices=["auto", "on", "off"])
     micro_batch_tokens: int = arg(16384, "tokens per forward/backward (gradient "
                                          "accumulation): padded, or a shared prompt counted "
                                          "once where --pack-prompts packs them", valid=">= 1")
@@ -223,21 +288,17 @@ class TrainConfig:
                                            "lower peak on a CPU (SmolLM2-135M's update: 4.21 "
                                            "-> 3.35 GB) for 1.36x the update's CPU time "
                                            "(benchmarks/update_memory)")
-    recompute_old_logp: bool = arg(False, "recompute log pi_old with the trainer's model "
-                                          "(needed when rollouts come from another engine)")
-    # --- behaviour-cloning warm start ---------------------------------------------------------
-    bc_episodes: int = arg(0, "expert demonstrations (episodes) for a warm start (0: none)",
-                           valid=">= 0")
-    bc_teacher: str = arg("expert", "who the warm start imitates: the goal-aware expert (its won "
-                                    "episodes), or WebShop's rule baseline (search the "
-                                    "instruction, first result, buy; rule_options also clicks "
-                                    "options the instruction names, and needs env_kwargs "
-                                    "observation_mode text_rich), all its episodes",
-                          choices=["expert", "rule", "rule_options"])
-    bc_epochs: int = arg(1, "passes over the demonstrations", valid=">= 1")
-    bc_lr: float = arg(1e-3, "learning rate of the warm start", valid="> 0")
-    bc_batch: int = arg(16, "demonstration steps per optimizer step", valid=">= 1")
-    # --- evaluation, logging, checkpoints -----------------------------------------------------
+
+
+@dataclass
+class RunSettings:
+    """The run itself: its length, seed, evaluations, checkpoints, folder and logs."""
+
+    title: ClassVar[str] = "run"
+    """The group's heading in ``gagpo train --help``."""
+
+    iterations: int = arg(150, "training iterations (rollout + update)", valid=">= 0")
+    seed: int = arg(0, "seed of tasks, sampling and initialisation", valid=">= 0")
     eval_every: int = arg(10, "evaluate every k iterations (0: only before and after)",
                           valid=">= 0")
     eval_episodes: int = arg(100, "held-out episodes (the split's first N tasks)", valid=">= 0")
@@ -257,7 +318,6 @@ class TrainConfig:
     overwrite: bool = arg(False, "start a new run in an out_dir that holds an earlier one "
                                  "(its checkpoint, metrics and step tables are deleted); "
                                  "without it, or --resume, that is refused")
-    seed: int = arg(0, "seed of tasks, sampling and initialisation", valid=">= 0")
     tensorboard: bool = arg(True, "write TensorBoard events (needs the tensorboard package)")
     wandb: bool = arg(False, "log to Weights & Biases")
     wandb_project: str = arg("gagpo", "W&B project")
@@ -266,6 +326,16 @@ class TrainConfig:
         f"auto = when a run has at most {OBSERVATION_STEPS_AUTO:,} steps (iterations x groups x "
         "G x step limit)", choices=["auto", "on", "off"], nargs="?", const="on")
     progress: bool = arg(True, "show a progress bar")
+
+
+@dataclass
+class TrainConfig(RunSettings, PerformanceSettings, WarmStartSettings, UpdateSettings,
+                  RolloutSettings, GenerationSettings, ModelSettings, EnvironmentSettings):
+    # Bases in reverse: a dataclass lists its bases' fields from the last base to the first,
+    # so the flags and config.json keep the groups' order (SETTING_GROUPS).
+    """Everything a training run depends on (saved with every checkpoint): the settings of
+    :data:`SETTING_GROUPS`, one flat namespace (``cfg.lr``, ``--lr``, ``lr = ...`` in a TOML
+    file), each group a dataclass of its own."""
 
     def __post_init__(self) -> None:
         """Refuse bad algorithm settings now, not after the first rollouts (flags are checked
@@ -328,6 +398,19 @@ class TrainConfig:
 
 _FIELDS = {f.name: f for f in dataclasses.fields(TrainConfig)}
 
+SETTING_GROUPS: tuple[type, ...] = (EnvironmentSettings, ModelSettings, GenerationSettings,
+                                    RolloutSettings, UpdateSettings, WarmStartSettings,
+                                    PerformanceSettings, RunSettings)
+"""TrainConfig's groups, in the order ``gagpo train --help`` lists them."""
+
+
+def group_of(name: str) -> type:
+    """The group (one of :data:`SETTING_GROUPS`) that defines setting ``name``."""
+    for group in SETTING_GROUPS:
+        if name in group.__dataclass_fields__:
+            return group
+    raise KeyError(f"no setting {name!r}")
+
 
 def load_config_file(path: str | Path) -> dict[str, Any]:
     """Field values from a TOML or JSON file (unknown keys are an error)."""
@@ -356,7 +439,8 @@ def _parse_optional(kind: type):
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """One ``--flag`` per field, its help ending with the default."""
+    """One ``--flag`` per field, its help ending with the default, listed by group."""
+    sections = {g: parser.add_argument_group(g.title) for g in SETTING_GROUPS}
     for f in dataclasses.fields(TrainConfig):
         flag = "--" + f.name.replace("_", "-")
         default = "{}" if f.default is dataclasses.MISSING else f.default
@@ -376,7 +460,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
             kw["type"] = _parse_optional(float) if "None" in t else float
         elif "None" in t and "choices" not in kw:
             kw["type"] = _parse_optional(str)
-        parser.add_argument(flag, **kw)
+        sections[group_of(f.name)].add_argument(flag, **kw)
 
 
 def config_from_args(args: argparse.Namespace) -> TrainConfig:

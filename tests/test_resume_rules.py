@@ -425,3 +425,18 @@ def test_only_step_table_names_have_an_iteration():
     assert _iteration_of(Path("iter_00012_rank1.npz")) == 12
     assert _iteration_of(Path("iter_x1.npz")) is None
     assert _iteration_of(Path("notes.npz")) is None
+
+
+def test_the_settings_are_grouped_and_every_setting_is_in_one_group():
+    """TrainConfig is its groups' union: each setting defined once, in one group, the flags
+    and config.json keys those of the groups' fields (nothing renamed, nothing added)."""
+    from gagpo.train_config import SETTING_GROUPS, TrainConfig, group_of
+
+    names = [f.name for g in SETTING_GROUPS for f in dataclasses.fields(g)]
+    assert len(names) == len(set(names))
+    assert set(names) == {f.name for f in dataclasses.fields(TrainConfig)}
+    assert set(TrainConfig().to_dict()) == set(names)
+    assert group_of("lr").title == "update" and group_of("bf16").title == "performance"
+    assert group_of("lora_rank").title == "model and LoRA"
+    with pytest.raises(KeyError):
+        group_of("nope")
