@@ -241,6 +241,28 @@ def test_row_order_invariance(method):
     np.testing.assert_allclose(adv(method, permuted), adv(method, table)[perm], atol=1e-12)
 
 
+@pytest.mark.parametrize("method", ["gagpo", "gigpo", "ppo"])
+def test_details_come_back_in_the_callers_row_order(method):
+    """Every per-row detail is the row's own when rows are given shuffled: the hand table's G_t
+    (gamma 0.5), grouped values and step-group sizes, written out, then permuted."""
+    returns = [0.25, 0.5, 1, 0, 0, 0.25, 0.5, 1, 1, 2, 0, 0]
+    # V(s) = mean G over the group's rows in s: group 0 s0 (0.25, 0, 0.25), s1 (0.5, 0),
+    # s2 (1, 1), s3 0.5 alone; group 1 s0 (1, 0), s1 2, s2 0.
+    value = [1 / 6, 0.25, 1, 1 / 6, 0.25, 1 / 6, 0.5, 1, 0.5, 2, 0.5, 0]
+    sizes = [3, 2, 2, 3, 2, 3, 1, 2, 2, 1, 2, 1]
+    perm = np.random.default_rng(5).permutation(12)
+    shuffled = {name: [col[i] for i in perm] for name, col in TABLE.items()}
+    values = np.asarray(critic(TABLE)["value"])
+    kw = {"value": values[perm]} if method == "ppo" else {}
+    _, details = adv(method, shuffled, gamma=0.5, return_details=True, **kw)
+    close(details["returns"], np.asarray(returns)[perm])
+    close(details["value"], np.asarray(value)[perm])
+    np.testing.assert_array_equal(details["state_group_size"], np.asarray(sizes)[perm])
+    if method == "ppo":  # the critic's target, GAE(V) + V, is each row's own too
+        _, plain = adv(method, TABLE, gamma=0.5, return_details=True, value=values)
+        close(details["value_target"], plain["value_target"][perm])
+
+
 def test_only_the_order_of_steps_matters():
     gappy = {**TABLE, "step": [3 * s + 10 for s in TABLE["step"]]}
     for method in ESTIMATORS:
