@@ -21,7 +21,7 @@ reply was malformed or whose action the env rejected, charged to that step alone
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 import numpy as np
@@ -97,15 +97,6 @@ class CreditSettings:
         check_number("gamma", self.gamma, "in [0, 1]")
         check_number("lam", self.lam, "in [0, 1]", optional=True)
         check_number("omega", self.omega, ">= 0")
-
-    @classmethod
-    def from_mapping(cls, values: dict[str, Any], where: str = "settings") -> CreditSettings:
-        """Settings from a mapping of field names (unknown names refused, naming ``where``)."""
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(values) - known)
-        if unknown:
-            raise ValueError(f"unknown {where} {unknown}; known: {sorted(known)}")
-        return cls(**values)
 
     def lam_norm(self) -> tuple[float, str]:
         """The lambda and normalisation the estimator uses (the variant's own where unset)."""

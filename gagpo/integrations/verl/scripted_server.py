@@ -13,7 +13,9 @@ from __future__ import annotations
 import random
 from typing import Any
 
-ACTIONS_LABELS = ("Actions available on this page:", "Actions you can take now:")
+from gagpo.agents.prompts import TEMPLATES
+
+ACTIONS_LABELS = frozenset(f"{t.actions_label}:" for t in TEMPLATES.values())
 """The lines after which our prompt templates list the admissible actions, one per ``- ``."""
 
 

@@ -80,18 +80,17 @@ def step_advantages(keys: list[str], records: list[Any], is_padding: list[bool],
     n = len(keys)
     advantages = np.zeros(n)
     real = [i for i in range(n) if not is_padding[i]]
-    table = VerlStepTable([keys[i] for i in real],
-                          [_record(records[i], keys[i]) for i in real])
+    steps = [_record(records[i], keys[i]) for i in real]
+    table = VerlStepTable([keys[i] for i in real], steps)
     failed_traj = set(table.column("trajectory", object)[table.column("failed", bool)])
     kept = np.array([t not in failed_traj for t in table.column("trajectory", object)], bool)
     metrics = episode_metrics(table, kept)
     if kept.any():
-        rows = [real[i] for i in np.flatnonzero(kept)]
-        table = VerlStepTable([keys[i] for i in rows], [_record(records[i], keys[i])
-                                                        for i in rows])
+        rows = np.flatnonzero(kept)
+        table = VerlStepTable([keys[real[j]] for j in rows], [steps[j] for j in rows])
         rewards, penalty = step_credit.rewards_and_penalties(table, credit)
         adv, details = step_credit.step_advantages(table, credit, rewards, penalty)
-        advantages[rows] = adv
+        advantages[[real[j] for j in rows]] = adv
         metrics["gagpo/shared_fraction"] = float(details["shared_fraction"])
         metrics["gagpo/advantage_mean"] = float(adv.mean())
         metrics["gagpo/advantage_std"] = float(adv.std())
