@@ -108,6 +108,13 @@ def html_has_search_bar(html: str) -> bool:
 # ---------------------------------------------------------------------------- tricky catalog
 
 
+def dom_parsed(driver) -> bool:
+    """For ``WebDriverWait.until`` after a navigation: the new document is parsed (images may
+    still load). The old page going stale is not enough: reading a document still loading
+    fails in Chrome with "Node with given id does not belong to the document"."""
+    return driver.execute_script("return document.readyState") != "loading"
+
+
 def write_tricky_catalog(folder: Path, n: int = 40) -> Path:
     """A small catalog in the original format whose texts are hard to render right: markup,
     ampersands, quotes, slashes, non-ASCII, blank bullets, options with '/' and quotes."""

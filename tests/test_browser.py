@@ -11,6 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from shop_pages import dom_parsed
 
 from gagpo.servers.webshop import open_shop
 from gagpo.servers.webshop.web.app import create_app
@@ -45,6 +46,7 @@ def test_search_open_product_and_choose_option(chromium, base_url, tmp_path):
     box = chromium.find_element(By.ID, "search_input")
     box.send_keys(shop.catalog.get(goal.asin).title, Keys.ENTER)
     wait.until(ec.url_contains("/search_results/fixed_0/"))
+    wait.until(dom_parsed)
     assert "Total results:" in chromium.find_element(By.TAG_NAME, "h3").text
     links = chromium.find_elements(By.CSS_SELECTOR, "a.product-link")
     assert links, "the title search found nothing"
@@ -53,6 +55,7 @@ def test_search_open_product_and_choose_option(chromium, base_url, tmp_path):
     chromium.find_element(By.LINK_TEXT, asin).click()
 
     wait.until(ec.url_contains(f"/item_page/fixed_0/{asin}/"))
+    wait.until(dom_parsed)
     product = shop.catalog.get(asin)
     assert chromium.find_element(By.CSS_SELECTOR, "h2.item-title").text == product.title.strip()
     buy = chromium.find_element(By.XPATH, "//button[normalize-space()='Buy Now']")
@@ -66,6 +69,7 @@ def test_search_open_product_and_choose_option(chromium, base_url, tmp_path):
             By.XPATH, f"//label[normalize-space()={_xpath_literal(value)}]")
         label.click()
         wait.until(ec.staleness_of(label))
+        wait.until(dom_parsed)
         wait.until(ec.presence_of_element_located((By.ID, "product-image")))
         checked = chromium.find_elements(By.CSS_SELECTOR, 'input[type="radio"]:checked')
         assert [(r.get_attribute("name"), r.get_attribute("value")) for r in checked] == [
@@ -120,6 +124,7 @@ def test_original_browser_env_flow(chromium, base_url):
         except ElementNotInteractableException:
             chromium.execute_script("arguments[0].click();", element)
         wait.until(ec.staleness_of(element))
+        wait.until(dom_parsed)
 
     chromium.get(f"{base_url}/fixed_{g}")
     soup = BeautifulSoup(chromium.page_source, "html.parser")
@@ -129,6 +134,7 @@ def test_original_browser_env_flow(chromium, base_url):
     bar.send_keys(product.title)
     bar.submit()
     wait.until(ec.url_contains(f"/search_results/fixed_{g}/"))
+    wait.until(dom_parsed)
     assert goal.asin in clickables(), "the title search did not find the goal product"
     click(goal.asin)
     assert f"/item_page/fixed_{g}/{goal.asin}/" in chromium.current_url
