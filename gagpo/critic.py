@@ -35,7 +35,6 @@ import torch
 
 from gagpo.batching import micro_batches, packed_micro_batches
 from gagpo.distributed import (
-    Compute,
     full_parameters,
     full_state,
     load_full_state,
@@ -45,10 +44,10 @@ from gagpo.distributed import (
     shard_model,
 )
 from gagpo.logprobs import pad_batch
-from gagpo.passes import packs_prompts
 from gagpo.policy_update import optimizer_steps
 
 if TYPE_CHECKING:
+    from gagpo.passes import Passes
     from gagpo.train_config import TrainConfig
 
 
@@ -105,15 +104,17 @@ class ValueModel(torch.nn.Module):
 
 class Critic:
     """The value model, its optimizer, and what the trainer asks of them; its passes run as
-    the policy's do (``compute``: the policy's pad token and autocast, the run's ranks)."""
+    the policy's do (``passes``: the policy's pad token, autocast and ranks, and whether its
+    passes are packed, in which case each distinct prompt runs once here too)."""
 
     def __init__(self, lm: Any, lm_tokenizer: Any, cfg: TrainConfig, tokenizer: Any, *,
-                 compute: Compute) -> None:
+                 passes: Passes) -> None:
         if lm_tokenizer.get_vocab() != tokenizer.get_vocab():
             raise ValueError(f"--critic-model {cfg.critic_model!r} tokenises text differently "
                              f"from --model {cfg.model!r}: the critic reads the policy's prompt "
                              "tokens, so it needs the policy's tokenizer")
-        self.cfg, self.compute = cfg, compute
+        self.cfg, self.compute, self._dedup = cfg, passes.compute, passes.packed
+        compute = passes.compute
         self.model = ValueModel(lm)
         if cfg.parallel == "fsdp":
             shard_model(self.model)
@@ -123,11 +124,6 @@ class Critic:
         params = [p for p in self.model.parameters() if p.requires_grad]
         self.optimizer = torch.optim.AdamW(params, lr=cfg.critic_lr,
                                            weight_decay=cfg.weight_decay)
-
-    @property
-    def _dedup(self) -> bool:
-        """Whether each distinct prompt runs once (where the policy's passes are packed)."""
-        return packs_prompts(self.cfg, self.model)
 
     def _chunks(self, prompts: Sequence[Sequence[int]], rows: list[int]) -> list[list[int]]:
         """``rows`` in micro-batches of at most ``micro_batch_tokens`` prompt tokens: padded

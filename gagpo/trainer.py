@@ -423,15 +423,16 @@ def build_run(cfg: TrainConfig, out: Path, rank: int, world: int, device: torch.
     ref_model = None  # (none for a warm start alone: no update would read it)
     if cfg.kl_coef > 0 and cfg.iterations > 0 and (cfg.lora_rank == 0 or cfg.bc_episodes > 0):
         ref_model = frozen_reference(model, None if cfg.parallel == "fsdp" else compute.amp)
-    critic = None  # PPO's value head on its own copy of the backbone (gagpo.critic)
-    if cfg.algo == "ppo":
-        critic = Critic(*build_model(replace(cfg, model=cfg.critic_model or cfg.model), device),
-                        cfg, tokenizer, compute=compute)
     if cfg.parallel == "fsdp":
         shard_model(model)
         if ref_model is not None:
             shard_model(ref_model)
-    return Run(cfg=cfg, out=out, compute=compute, passes=Passes.choose(model, cfg, compute),
+    passes = Passes.choose(model, cfg, compute)
+    critic = None  # PPO's value head on its own copy of the backbone (gagpo.critic)
+    if cfg.algo == "ppo":
+        critic = Critic(*build_model(replace(cfg, model=cfg.critic_model or cfg.model), device),
+                        cfg, tokenizer, passes=passes)
+    return Run(cfg=cfg, out=out, compute=compute, passes=passes,
                model=model, tokenizer=tokenizer,
                agent=agent, policy=policy, engine=engine, ref_model=ref_model, critic=critic,
                train_tasks=train_tasks, eval_tasks=eval_tasks)

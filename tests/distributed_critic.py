@@ -21,6 +21,7 @@ from gagpo.distributed import (
     load_full_state,
     setup_distributed,
 )
+from gagpo.passes import Passes
 from gagpo.train_config import TrainConfig
 
 PROMPTS = [[5, 6, 7, 8, 9], [11, 12, 13], [20, 21, 22, 23], [30, 31], [33, 34, 35],
@@ -51,11 +52,11 @@ def start_weights() -> dict[str, torch.Tensor]:
     return {k: v.detach().clone() for k, v in model.state_dict().items()}
 
 
-def compute(model: Any, tok: Any, rank: int, world: int) -> Compute:
+def passes(model: Any, tok: Any, cfg: TrainConfig, rank: int, world: int) -> Passes:
     """Rank ``rank`` of ``world`` in float32, on ``model``'s device, padding with ``tok``'s
-    pad token."""
-    return Compute(device=next(model.parameters()).device, amp=None, rank=rank, world=world,
-                   pad_id=tok.pad_token_id)
+    pad token, the passes chosen as a run chooses them."""
+    return Passes.choose(model, cfg, Compute(device=next(model.parameters()).device, amp=None,
+                                             rank=rank, world=world, pad_id=tok.pad_token_id))
 
 
 def critic(parallel: str, rank: int = 0, world: int = 1) -> Critic:
@@ -63,7 +64,8 @@ def critic(parallel: str, rank: int = 0, world: int = 1) -> Critic:
     times the gradient, so an error in the gradients' scale shows; Adam's first step would
     not)."""
     model, tok = policy()
-    out = Critic(model, tok, config(parallel), tok, compute=compute(model, tok, rank, world))
+    cfg = config(parallel)
+    out = Critic(model, tok, cfg, tok, passes=passes(model, tok, cfg, rank, world))
     load_full_state(out.model, start_weights())
     out.optimizer = torch.optim.SGD([p for p in out.model.parameters() if p.requires_grad],
                                     lr=SGD_LR)
@@ -85,7 +87,8 @@ def ddp_starts(rank: int, world: int) -> list[dict[str, torch.Tensor]]:
         with torch.no_grad():
             for p in model.parameters():
                 p.add_(0.01)
-    made = Critic(model, tok, config("ddp"), tok, compute=compute(model, tok, rank, world))
+    cfg = config("ddp")
+    made = Critic(model, tok, cfg, tok, passes=passes(model, tok, cfg, rank, world))
     held: list[Any] = [None] * world
     torch.distributed.all_gather_object(
         held, {k: v.detach().clone() for k, v in made.model.state_dict().items()})

@@ -17,6 +17,7 @@ from gagpo.agents.models import load_model
 from gagpo.common.cpu import native_bf16
 from gagpo.critic import Critic, CriticStats, ValueModel, value_loss
 from gagpo.distributed import Compute, fsdp_units
+from gagpo.passes import Passes
 from gagpo.train_config import TrainConfig
 from gagpo.trainer import train
 
@@ -31,6 +32,13 @@ def _ppo_cfg(out: Path, **kw) -> TrainConfig:
                 eval_episodes=0, lr=1e-3,
                 critic_lr=1e-3, tensorboard=False, progress=False, out_dir=str(out), seed=3)
     return TrainConfig(**{**base, **kw})
+
+
+def local_critic(model, tok, cfg: TrainConfig, amp: torch.dtype | None = None) -> Critic:
+    """A critic on ``model`` in one CPU process (autocast to ``amp``), its passes chosen as a
+    run chooses them."""
+    return Critic(model, tok, cfg, tok,
+                  passes=Passes.choose(model, cfg, Compute.local(tok.pad_token_id, amp=amp)))
 
 
 def _prompts(tok) -> list[list[int]]:
@@ -55,7 +63,7 @@ def test_the_clipped_value_loss_is_the_larger_of_the_two_terms():
 def test_the_value_loss_decreases_on_a_fixed_batch():
     model, tok = load_model("tiny")
     cfg = TrainConfig(model="tiny", algo="ppo", critic_lr=3e-3, value_clip=10.0)
-    critic = Critic(model, tok, cfg, tok, compute=Compute.local(tok.pad_token_id))
+    critic = local_critic(model, tok, cfg)
     prompts = _prompts(tok)
     targets = np.array([1.0, -2.0, 3.0, 0.5, -1.0, 2.0])
     first = critic.values(prompts)
@@ -74,8 +82,7 @@ def test_values_do_not_depend_on_the_batch_they_are_computed_in():
     """Left padding, positions counted over real tokens: a prompt's V is its own, alone or
     beside longer prompts, whatever the micro-batch budget."""
     model, tok = load_model("tiny")
-    critic = Critic(model, tok, TrainConfig(model="tiny", algo="ppo"), tok,
-                    compute=Compute.local(tok.pad_token_id))
+    critic = local_critic(model, tok, TrainConfig(model="tiny", algo="ppo"))
     torch.nn.init.normal_(critic.model.head.weight, std=0.5)  # a head that reads the state
     prompts = _prompts(tok)
     together = critic.values(prompts)
@@ -138,8 +145,7 @@ def test_the_critics_checkpoint_state_reads_its_weights_in_place():
     critic's own tensors (no second copy of a model's weights at every checkpoint), all of them,
     with the optimizer's state beside them."""
     model, tok = load_model("tiny")
-    critic = Critic(model, tok, TrainConfig(model="tiny", algo="ppo"), tok,
-                    compute=Compute.local(tok.pad_token_id))
+    critic = local_critic(model, tok, TrainConfig(model="tiny", algo="ppo"))
     state = critic.state()
     params = dict(critic.model.named_parameters())
     assert state["model"].keys() == params.keys()
@@ -167,8 +173,7 @@ def test_the_critic_steps_at_its_own_learning_rate_and_weight_decay():
     defaults, 1e-3 and 0.01)."""
     model, tok = load_model("tiny")
     cfg = TrainConfig(model="tiny", algo="ppo", critic_lr=3e-5, weight_decay=0.2)
-    (group,) = Critic(model, tok, cfg, tok, compute=Compute.local(tok.pad_token_id)
-                      ).optimizer.param_groups
+    (group,) = local_critic(model, tok, cfg).optimizer.param_groups
     assert (group["lr"], group["weight_decay"]) == (3e-5, 0.2)
 
 
@@ -191,16 +196,14 @@ def test_rows_sharing_a_prompt_run_once_and_train_the_critic_as_separate_rows_do
     prompts = _prompts(tok)
     shared = [prompts[0], prompts[2], prompts[0], prompts[4], prompts[2], prompts[0], []]
     targets = np.array([1.0, -2.0, 0.5, 3.0, -1.0, 2.0, 0.0])
-    start = Critic(model, tok, TrainConfig(model="tiny", algo="ppo"), tok,
-                   compute=Compute.local(tok.pad_token_id)).model
+    start = local_critic(model, tok, TrainConfig(model="tiny", algo="ppo")).model
     torch.nn.init.normal_(start.head.weight, std=0.5)  # a head that passes gradients back
     start = {k: v.clone() for k, v in start.state_dict().items()}
     results = {}
     for pack in ("off", "on"):
         cfg = TrainConfig(model="tiny", algo="ppo", pack_prompts=pack, value_clip=10.0,
                           ppo_epochs=1, num_minibatches=1, micro_batch_tokens=24)
-        critic = Critic(load_model("tiny")[0], tok, cfg, tok,
-                        compute=Compute.local(tok.pad_token_id))
+        critic = local_critic(load_model("tiny")[0], tok, cfg)
         critic.model.load_state_dict(start)
         params = [p for p in critic.model.parameters() if p.requires_grad]
         critic.optimizer = torch.optim.SGD(params, lr=0.05)  # moves as the gradients do
@@ -244,7 +247,7 @@ def test_values_are_each_rows_own_in_the_callers_order(pack, budget, amp):
     precision asked for (bf16 and float32 values differ by about 0.05 here)."""
     model, tok = load_model("tiny")
     cfg = TrainConfig(model="tiny", algo="ppo", pack_prompts=pack, micro_batch_tokens=budget)
-    critic = Critic(model, tok, cfg, tok, compute=Compute.local(tok.pad_token_id, amp=amp))
+    critic = local_critic(model, tok, cfg, amp)
     torch.nn.init.normal_(critic.model.head.weight, std=0.5)  # a head that reads the state
     prompts = _shuffled_prompts(tok)
     got = critic.values(prompts)
@@ -269,7 +272,7 @@ def test_padded_passes_group_prompts_of_like_length():
     positions read), not as two mixed passes padded to the long length (72)."""
     model, tok = load_model("tiny")
     cfg = TrainConfig(model="tiny", algo="ppo", pack_prompts="off", micro_batch_tokens=36)
-    critic = Critic(model, tok, cfg, tok, compute=Compute.local(tok.pad_token_id))
+    critic = local_critic(model, tok, cfg)
     prompts = [[5, 6], [7] * 12, [8, 9], [10] * 12, [11, 12], [13] * 12]
     shapes: list[tuple[int, ...]] = []
     hook = critic.model.backbone.register_forward_pre_hook(
@@ -289,7 +292,7 @@ def test_the_update_scores_each_row_against_its_own_target(pack):
     model, tok = load_model("tiny")
     cfg = TrainConfig(model="tiny", algo="ppo", pack_prompts=pack, value_clip=10.0,
                       ppo_epochs=1, num_minibatches=1, micro_batch_tokens=24)
-    critic = Critic(model, tok, cfg, tok, compute=Compute.local(tok.pad_token_id))
+    critic = local_critic(model, tok, cfg)
     torch.nn.init.normal_(critic.model.head.weight, std=0.5)
     torch.nn.init.constant_(critic.model.head.bias, 0.3)
     prompts = _shuffled_prompts(tok)
@@ -355,7 +358,7 @@ def test_the_update_clips_each_row_against_the_value_its_advantages_used(pack, a
     clip = 0.1
     cfg = TrainConfig(model="tiny", algo="ppo", pack_prompts=pack, value_clip=clip,
                       ppo_epochs=1, num_minibatches=1, micro_batch_tokens=24)
-    critic = Critic(model, tok, cfg, tok, compute=Compute.local(tok.pad_token_id, amp=amp))
+    critic = local_critic(model, tok, cfg, amp)
     torch.nn.init.normal_(critic.model.head.weight, std=0.5)
     torch.nn.init.constant_(critic.model.head.bias, 0.3)
     prompts = _shuffled_prompts(tok)
@@ -387,7 +390,7 @@ def test_a_minibatch_of_one_row_steps_on_that_rows_own_loss():
     """The loss is divided by the rows of the minibatch, however few: one row, one loss."""
     model, tok = load_model("tiny")
     cfg = TrainConfig(model="tiny", algo="ppo", value_clip=10.0)
-    critic = Critic(model, tok, cfg, tok, compute=Compute.local(tok.pad_token_id))
+    critic = local_critic(model, tok, cfg)
     torch.nn.init.normal_(critic.model.head.weight, std=0.5)
     prompts = [[], _prompts(tok)[2]]
     old, target = np.array([0.0, 0.2]), np.array([0.0, 1.5])
@@ -409,7 +412,7 @@ def test_the_logged_gradient_norm_is_the_mean_over_the_updates_optimizer_steps()
     model, tok = load_model("tiny")
     cfg = TrainConfig(model="tiny", algo="ppo", value_clip=10.0, ppo_epochs=2,
                       num_minibatches=2, max_grad_norm=1e9)
-    critic = Critic(model, tok, cfg, tok, compute=Compute.local(tok.pad_token_id))
+    critic = local_critic(model, tok, cfg)
     torch.nn.init.normal_(critic.model.head.weight, std=0.5)
     params = [p for p in critic.model.parameters() if p.requires_grad]
     norms: list[float] = []
@@ -426,8 +429,7 @@ def test_an_update_with_nothing_to_explain_logs_zeros_not_nans():
     """No step with a prompt (a rank dealt only empty ones), or returns that do not vary: the
     explained variance and the mean value are 0, not NaN, and numpy warns of nothing."""
     model, tok = load_model("tiny")
-    critic = Critic(model, tok, TrainConfig(model="tiny", algo="ppo"), tok,
-                    compute=Compute.local(tok.pad_token_id))
+    critic = local_critic(model, tok, TrainConfig(model="tiny", algo="ppo"))
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         stats = critic.update([[], []], np.zeros(2), np.array([1.0, 2.0]), epoch_seed=0)
