@@ -34,7 +34,6 @@ from gagpo.advantages import (
     GAGPO_VARIANTS,
     NORMS,
     PENALTY_TARGETS,
-    resolved_lam_norm,
 )
 from gagpo.agents.policies.base import MODES
 from gagpo.common.flags import json_object
@@ -374,12 +373,8 @@ class TrainConfig(RunSettings, PerformanceSettings, WarmStartSettings, UpdateSet
         return CreditSettings(**{f.name: getattr(self, f.name)
                                  for f in dataclasses.fields(CreditSettings)})
 
-    def resolved_lam_norm(self) -> tuple[float, str]:
-        """GAE lambda and normalisation: the flags', else GAGPO's variant's own, else the
-        defaults (:func:`gagpo.advantages.resolved_lam_norm`)."""
-        return resolved_lam_norm(self.algo, self.gagpo_variant, self.lam, self.norm)
-
     def resolved_ratio_level(self) -> str:
+        """GAGPO's ratio is per action (its method); the per-token estimators' per token."""
         return self.ratio_level or ("action" if self.algo == "gagpo" else "token")
 
     def resolved_aggregation(self) -> str:
@@ -391,6 +386,16 @@ class TrainConfig(RunSettings, PerformanceSettings, WarmStartSettings, UpdateSet
         if self.eval_split:
             return self.eval_split
         return "valid_unseen" if self.env.lower().startswith("alfworld") else "test"
+
+    def defaults_taken(self) -> dict[str, Any]:
+        """The settings left unset whose value depends on others, and the value this run
+        takes for each (``gagpo train`` prints them as it starts): what runs, beside what the
+        user wrote (``config.json`` keeps the latter, so that a resume resolves them again)."""
+        lam, norm = self.credit().lam_norm()
+        taken = {"lam": lam, "norm": norm, "ratio_level": self.resolved_ratio_level(),
+                 "aggregation": self.resolved_aggregation(),
+                 "eval_split": self.resolved_eval_split()}
+        return {k: v for k, v in taken.items() if getattr(self, k) is None}
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

@@ -389,6 +389,10 @@ def open_run_folder(cfg: TrainConfig, out: Path, rank: int, world: int
             record_config_changes(out, start, diffs)
     if rank == 0:
         prepare_run_folder(out, cfg, state)
+        taken = cfg.defaults_taken()
+        if taken:
+            print("unset settings take: " + ", ".join(f"{k} {v}" for k, v in taken.items()),
+                  flush=True)
     return state
 
 

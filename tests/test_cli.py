@@ -34,7 +34,9 @@ def test_train_resume_with_other_settings_is_refused_with_the_differences(tmp_pa
             "3", "--max-new-tokens", "8", "--history-length", "0", "--eval-episodes", "0",
             "--no-tensorboard", "--no-progress", "--out-dir", str(tmp_path)]
     assert main([*base, "--iterations", "1"]) == 0
-    capsys.readouterr()
+    # The settings left unset that depend on others, with what the run took for each.
+    assert "unset settings take: lam 0.5, norm mean, ratio_level action, aggregation " \
+        "seq-mean, eval_split test\n" in capsys.readouterr().out
     assert main([*base, "--iterations", "2", "--resume", "--lr", "0.5", "--group-size",
                  "4"]) == 2
     err = capsys.readouterr().err

@@ -690,7 +690,7 @@ def test_gagpo_train_runs_the_default_variant_and_a_lost_group_teaches_only_the_
                   (1, 0, "s0", "o0", 0.0), (1, 1, "c", "o3", 0.0), (1, 2, "d", "o4", 0.0))
     table.rows[1].well_formed = False
     cfg = TrainConfig()
-    assert (cfg.algo, cfg.gagpo_variant, cfg.resolved_lam_norm()) == (
+    assert (cfg.algo, cfg.gagpo_variant, cfg.credit().lam_norm()) == (
         "gagpo", "ancestor-td", (0.5, "mean"))
     rewards, penalty = trainer.rewards_and_penalties(table, cfg)
     adv, _ = trainer.advantages_of(table, rewards, cfg, penalty)
