@@ -1,20 +1,34 @@
-"""The README's Results table and the docs' tables of figures, made from the reports'
-machine-readable summaries (:data:`BLOCKS` lists them).
+"""The README's Results table, the docs' tables of figures and every figure quoted in their
+prose, made from the reports' machine-readable summaries (:data:`BLOCKS` lists the tables,
+:data:`FIGURES` the figures in prose).
 
-Every figure the table quotes is read from a JSON file written beside its report: a run's own
+Every figure quoted is read from a JSON file written beside its report: a run's own
 (``gagpo demo``'s ``evals.json``, ``gagpo eval``'s summaries, ``gagpo compare --out``), a
 benchmark's (``credit_truth.json``, ``results.json``), or ``summary.json``, which
 :func:`benchmarks.record.recorded` writes from a benchmark's printed report with the
-benchmark's own ``summarize`` function. Nothing in the table is typed by hand::
+benchmark's own ``summarize`` function (:data:`SUMMARIZED`: a benchmark's folder and each of its
+variants' subfolders). Nothing quoted is typed by hand::
 
-    python -m benchmarks.figures            # rewrite the tables (README.md, docs/benchmarks.md)
-    python -m benchmarks.figures --check    # exit 1 when a page's table is not the made one
+    python -m benchmarks.figures            # rewrite the tables and the figures in prose
+    python -m benchmarks.figures --check    # exit 1 when a page differs from what is made
     python -m benchmarks.figures --summaries  # rewrite the summary.json of recorded reports
 
 ``tests/test_figures.py`` runs the check: a quoted figure that differs from its summary fails.
-A row is a :class:`Row`: what it measures, one figure made from its summaries, and the records
-it links; at most :data:`MAX_ROWS` rows and :data:`MAX_WORDS` words a cell. A study's
-narrative lives in its own README, not here.
+
+Two mechanisms, both rewritten in place:
+
+- A table is a :class:`Block`: the lines between its two marker lines. The README's Results
+  table is made of :class:`Row` s: what it measures, one figure made from its summaries, and the
+  records it links; at most :data:`MAX_ROWS` rows and :data:`MAX_WORDS` words a cell.
+- A figure in prose is a span, ``<!-- fig NAME -->VALUE<!-- /fig -->`` (the markers do not
+  show in rendered Markdown), anywhere in README.md, the pages of docs/ and the READMEs under
+  benchmarks/results/ (:func:`pages`): :data:`FIGURES` maps NAME, ``<results folder>.<what>``
+  (``vector_bench.process_ratio``, ``rollout_throughput/8x8_bf16.fast.ratio``), to the function
+  that makes VALUE. A span whose VALUE differs, or whose NAME is not in :data:`FIGURES`, fails
+  the check, named with its page.
+
+A benchmark's narrative (what each run found) lives in its results folder's README, its figures
+spans too, and the docs keep a short paragraph that links it; a study's lives in its own README.
 """
 
 from __future__ import annotations
@@ -34,16 +48,38 @@ README = ROOT / "README.md"
 MAX_ROWS = 10
 MAX_WORDS = 25
 
+RESULTS = "benchmarks/results"
 SUMMARIZED: dict[str, str] = {
-    "benchmarks/results/webshop_bench": "benchmarks.webshop_bench",
-    "benchmarks/results/alfworld_bench": "benchmarks.alfworld_bench",
+    f"{RESULTS}/webshop_bench": "benchmarks.webshop_bench",
+    f"{RESULTS}/alfworld_bench": "benchmarks.alfworld_bench",
+    f"{RESULTS}/vector_bench": "benchmarks.vector_bench",
+    f"{RESULTS}/rollout_overhead": "benchmarks.rollout_overhead",
+    f"{RESULTS}/trainer_overhead": "benchmarks.trainer_overhead",
+    f"{RESULTS}/update_memory": "benchmarks.update_memory",
+    f"{RESULTS}/rollout_throughput": "benchmarks.rollout_throughput",
 }
-"""Recorded reports whose ``summary.json`` their benchmark's ``summarize(report_text)`` makes."""
+"""Benchmarks whose recorded reports' ``summary.json`` their ``summarize(report_text)`` makes:
+the ``report.txt`` of the folder and of each variant's subfolder (:func:`reports`)."""
 
 
 def load(path: str) -> Any:
     """A summary (JSON) by its path from the repository's root."""
     return json.loads((ROOT / path).read_text())
+
+
+def summary(folder: str) -> Any:
+    """The ``summary.json`` of a results folder (``rollout_throughput/8x8_bf16``)."""
+    return load(f"{RESULTS}/{folder}/summary.json")
+
+
+def reports() -> dict[Path, str]:
+    """Each recorded report folder of :data:`SUMMARIZED`, its variants' included (a folder
+    under it with a ``report.txt``) -> the module whose ``summarize`` reads it."""
+    found = {}
+    for folder, module in SUMMARIZED.items():
+        for report in sorted((ROOT / folder).rglob("report.txt")):
+            found[report.parent] = module
+    return found
 
 
 def pct(x: float) -> str:
@@ -255,44 +291,257 @@ BLOCKS: tuple[Block, ...] = (
 """Every part of a page made from the summaries."""
 
 
+# The figures in prose: FIGURES, made from the summaries by these helpers, and their spans.
+
+def hundreds(x: float) -> str:
+    return f"{round(x, -2):,.0f}"
+
+
+def times(x: float, digits: int = 2) -> str:
+    return f"{x:.{digits}f}x"
+
+
+def small(x: float) -> str:
+    """A log-prob gap: ``1.4e-3``."""
+    return f"{x:.1e}".replace("e-0", "e-")
+
+
+def get(folder: str, key: str) -> Any:
+    """``key`` (dotted: ``sides.fast.ratio``; a list's item by its index) of a results folder's
+    ``summary.json``."""
+    value = summary(folder)
+    for part in key.split("."):
+        value = value[int(part)] if isinstance(value, list) else value[part]
+    return value
+
+
+def fig(folder: str, key: str, form: Callable[[Any], str] | str = "{:,}") -> Callable[[], str]:
+    """The figure ``key`` of ``folder``'s summary, written by ``form`` (a function, or a
+    format string)."""
+    write = form.format if isinstance(form, str) else form
+    return lambda: write(get(folder, key))
+
+
+def ratio_of(a: tuple[str, str], b: tuple[str, str], form: Callable[[float], str] = times
+             ) -> Callable[[], str]:
+    """``a / b``, each ``(folder, key)``: a ratio that no one report prints (two runs, or two
+    rows of one)."""
+    return lambda: form(get(*a) / get(*b))
+
+
+def overhead_python_us() -> str:
+    d = summary("rollout_overhead")["WebShop-v0"]
+    return f"{1e3 * (d['rollout_ms'] - d['raw_ms']):.0f} us"
+
+
+def overhead_on_original() -> str:
+    """The rollout machinery's time per WebShop-v0 step, as a share of the original's ~15 ms."""
+    d = summary("rollout_overhead")["WebShop-v0"]
+    return pct((d["rollout_ms"] - d["raw_ms"]) / 15)
+
+
+def starts_fewer_tokens() -> str:
+    """Prompt tokens computed with shared starts, fewer than without (the same prompts)."""
+    starts = get("rollout_throughput/8x8_bf16_starts", "sides.fast.prefilled_tokens")
+    live = get("rollout_throughput/8x8_bf16", "sides.fast.prefilled_tokens")
+    return f"{100 * (1 - starts / live):.0f}%"
+
+
+THROUGHPUT_RUN = {"prompts": "{:,}", "prefill_fewer": times, "prefix_cache_fewer": times,
+                  "bound_ratio": times, "bound_ratio_free_decode": times}
+THROUGHPUT_SIDE = {"wall_s": "{:,.0f} s", "prefill_s": "{:,.0f} s", "decode_s": "{:,.0f} s",
+                   "prefilled_tokens": "{:,}", "new_tokens": "{:,}", "shared_pct": "{:.1f}%",
+                   "prompt_tok_per_s": "{:,.0f}", "new_tok_per_s": "{:,.0f}",
+                   "peak_rss_gb": "{:.2f} GB", "logprob_gap_mean": small,
+                   "logprob_gap_max": small, "ratio": times, "ratio_per_new_token": times}
+
+
+def throughput_figures() -> dict[str, Callable[[], str]]:
+    """Each recorded ``rollout_throughput`` run's figures (the folder's own report and each
+    variant's), named ``rollout_throughput[/<variant>].<key>`` for the run's own
+    (:data:`THROUGHPUT_RUN`) and ``...<side>.<key>`` for a side's (:data:`THROUGHPUT_SIDE`; a
+    side the run lacks fails when named); ``...logprob_gap_max`` is the worst of its sides, and
+    ``...prefill_ratio``, ``...decode_ratio`` today's seconds over the fast side's."""
+    made: dict[str, Callable[[], str]] = {}
+    base = ROOT / RESULTS
+    for found in reports():
+        if not found.is_relative_to(base / "rollout_throughput"):
+            continue
+        folder = found.relative_to(base).as_posix()
+        for key, form in THROUGHPUT_RUN.items():
+            made[f"{folder}.{key}"] = fig(folder, key, form)
+        for side in ("today", "fast", "vllm"):
+            for key, form in THROUGHPUT_SIDE.items():
+                made[f"{folder}.{side}.{key}"] = fig(folder, f"sides.{side}.{key}", form)
+        made[f"{folder}.logprob_gap_max"] = (lambda f=folder: small(max(
+            side["logprob_gap_max"] for side in summary(f)["sides"].values())))
+        for part in ("prefill", "decode"):
+            made[f"{folder}.{part}_ratio"] = ratio_of(
+                (folder, f"sides.today.{part}_s"), (folder, f"sides.fast.{part}_s"),
+                lambda x: times(x, 1))
+    return made
+
+
+RT = "rollout_throughput"
+FIGURES: dict[str, Callable[[], str]] = {
+    "alfworld_bench.step_ratio": fig("alfworld_bench", "step_ratio", "{:.0f}x"),
+    "vector_bench.inprocess": fig("vector_bench", "backends.inprocess.steps_per_s", hundreds),
+    "vector_bench.process": fig("vector_bench", "backends.process.steps_per_s", hundreds),
+    "vector_bench.process_ratio": fig("vector_bench", "backends.process.ratio", times),
+    "vector_bench.ray": fig("vector_bench", "backends.ray.steps_per_s", hundreds),
+    "vector_bench.ray_ratio": fig("vector_bench", "backends.ray.ratio", times),
+    "vector_bench/alfworld.native": fig("vector_bench/alfworld",
+                                        "engines.native.steps_per_s", "{:,.0f}"),
+    "vector_bench/alfworld.reference": fig("vector_bench/alfworld",
+                                           "engines.reference.steps_per_s", "{:,.0f}"),
+    "vector_bench/alfworld.ratio": fig("vector_bench/alfworld", "engines.native.ratio",
+                                       "{:.0f}x"),
+    "rollout_overhead.alfworld": fig("rollout_overhead", "ALFWorld-v0.overhead_pct", "{:.1f}%"),
+    "rollout_overhead.alfworld_step": fig("rollout_overhead", "ALFWorld-v0.raw_ms",
+                                          "{:.2f} ms"),
+    "rollout_overhead.webshop": fig("rollout_overhead", "WebShop-v0.overhead_pct", "{:.1f}%"),
+    "rollout_overhead.webshop_step": fig("rollout_overhead", "WebShop-v0.raw_ms", "{:.3f} ms"),
+    "rollout_overhead.webshop_python": overhead_python_us,
+    "rollout_overhead.webshop_on_original": overhead_on_original,
+    "trainer_overhead.outside": fig("trainer_overhead", "outside_pct", "{:.1f}%"),
+    "trainer_overhead/demo.outside": fig("trainer_overhead/demo", "outside_pct", "{:.1f}%"),
+    "trainer_overhead/demo.last_other": fig("trainer_overhead/demo", "last_other_pct",
+                                            "{:.1f}"),
+    "update_memory/packed.rows": fig("update_memory/packed", "rows"),
+    "update_memory/packed.distinct_prompts": fig("update_memory/packed", "distinct_prompts"),
+    "update_memory/packed.padded_s": fig("update_memory/packed", "settings.0.seconds",
+                                         "{:,.0f} s"),
+    "update_memory/packed.padded_tokens": fig("update_memory/packed", "settings.0.tokens_run"),
+    "update_memory/packed.packed_s": fig("update_memory/packed", "settings.1.seconds",
+                                         "{:,.0f} s"),
+    "update_memory/packed.packed_tokens": fig("update_memory/packed", "settings.1.tokens_run"),
+    "update_memory/packed.speedup": ratio_of(("update_memory/packed", "settings.0.seconds"),
+                                             ("update_memory/packed", "settings.1.seconds")),
+    "update_memory/packed.padded_rss": fig("update_memory/packed", "settings.0.peak_rss_gb",
+                                           "{:.2f}"),
+    "update_memory/packed.packed_rss": fig("update_memory/packed", "settings.1.peak_rss_gb",
+                                           "{:.2f} GB"),
+    "update_memory/heap.glibc_rss": fig("update_memory/heap", "settings.0.peak_rss_gb",
+                                        "{:.2f} GB"),
+    "update_memory/heap.mmap_rss": fig("update_memory/heap", "settings.1.peak_rss_gb",
+                                       "{:.2f} GB"),
+    "update_memory/heap.cpu_ratio": ratio_of(("update_memory/heap", "settings.1.cpu_seconds"),
+                                             ("update_memory/heap", "settings.0.cpu_seconds")),
+    "update_memory/reference.fp32_rss": fig("update_memory/reference", "settings.0.peak_rss_gb",
+                                            "{:.2f}"),
+    "update_memory/reference.amp_rss": fig("update_memory/reference", "settings.1.peak_rss_gb",
+                                           "{:.2f} GB"),
+    **throughput_figures(),
+    f"{RT}/8x8.quarter_wall": fig(f"{RT}/8x8", "sides.today.wall_s", lambda s: f"{s / 4:.0f} s"),
+    f"{RT}/8x8_bf16_starts.fewer_tokens": starts_fewer_tokens,
+    f"{RT}/8x8_bf16_vllm.vllm_over_fast": ratio_of((f"{RT}/8x8_bf16_vllm", "sides.fast.wall_s"),
+                                                   (f"{RT}/8x8_bf16_vllm", "sides.vllm.wall_s"),
+                                                   lambda x: times(x, 1)),
+    f"{RT}/8x8_bf16_vllm.vllm_over_starts_today": ratio_of(
+        (f"{RT}/8x8_bf16_starts", "sides.today.wall_s"),
+        (f"{RT}/8x8_bf16_vllm", "sides.vllm.wall_s"), lambda x: times(x, 1)),
+    f"{RT}/vllm_replay.vllm_over_avx2_today": ratio_of(
+        (f"{RT}/avx2", "sides.today.wall_s"), (f"{RT}/vllm_replay", "sides.vllm.wall_s")),
+    f"{RT}/vllm_replay.vllm_over_avx2_fast": ratio_of(
+        (f"{RT}/avx2", "sides.fast.wall_s"), (f"{RT}/vllm_replay", "sides.vllm.wall_s")),
+}
+"""Every figure a page quotes in prose, by name (``<results folder>.<what>``): a span
+``<!-- fig NAME -->VALUE<!-- /fig -->`` holds what ``FIGURES[NAME]()`` makes."""
+
+SPAN = re.compile(r"<!-- fig (?P<name>\S+) -->(?P<value>[^<]*)<!-- /fig -->")
+OPENED = re.compile(r"<!-- fig (\S+) -->")
+LINE_START = re.compile(r"\s*(?:(?:[-*+>]|\d+[.)])\s*)?")
+"""What may precede a span that starts a line's text (a list's or a quote's marker)."""
+
+
+def pages() -> list[Path]:
+    """The pages whose spans are made: README.md, every page of docs/ and every README under
+    benchmarks/results/ (not the frozen studies')."""
+    return [README, *sorted((ROOT / "docs").rglob("*.md")),
+            *sorted((ROOT / RESULTS).rglob("README.md"))]
+
+
+def spans_made(text: str) -> tuple[str, list[str], list[str]]:
+    """``text`` with each span's VALUE made anew; the spans whose VALUE differed
+    (``"NAME: 'old' here, 'new' made"``); and the broken ones: an unknown NAME, an opening
+    marker that no ``<!-- /fig -->`` closes (a VALUE holds no ``<``), or a span that starts a
+    line (Markdown would read the line as raw HTML)."""
+    differ, broken = [], []
+
+    def made(m: re.Match) -> str:
+        name, value = m["name"], m["value"]
+        if name not in FIGURES:
+            broken.append(f"{name}: no such figure (benchmarks.figures.FIGURES)")
+            return m[0]
+        new = FIGURES[name]()
+        if new != value:
+            differ.append(f"{name}: {value!r} here, {new!r} made")
+        return f"<!-- fig {name} -->{new}<!-- /fig -->"
+
+    result = SPAN.sub(made, text)
+    closed = {m.start() for m in SPAN.finditer(text)}
+    for m in OPENED.finditer(text):
+        if m.start() not in closed:
+            broken.append(f"{m[1]}: not closed by <!-- /fig -->")
+        if LINE_START.fullmatch(text[text.rfind("\n", 0, m.start()) + 1:m.start()]):
+            broken.append(f"{m[1]}: starts a line (put a word before it)")
+    return result, differ, broken
+
+
 def write_summaries() -> list[Path]:
-    """Each :data:`SUMMARIZED` report's ``summary.json``, made anew from its ``report.txt``."""
+    """Each :func:`reports` folder's ``summary.json``, made anew from its ``report.txt``."""
     written = []
-    for folder, module in SUMMARIZED.items():
+    for folder, module in reports().items():
         summarize = importlib.import_module(module).summarize
-        report = (ROOT / folder / "report.txt").read_text()
-        path = ROOT / folder / "summary.json"
-        path.write_text(json.dumps(summarize(report), indent=1) + "\n")
+        path = folder / "summary.json"
+        path.write_text(json.dumps(summarize((folder / "report.txt").read_text()), indent=1)
+                        + "\n")
         written.append(path)
     return written
+
+
+def shown(path: Path) -> str:
+    return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--check", action="store_true",
-                        help="exit 1 when a page's table differs from the made one")
+                        help="exit 1 when a page's table or figure differs from the made one")
     parser.add_argument("--summaries", action="store_true",
                         help="first rewrite the summary.json of the recorded reports")
     args = parser.parse_args(argv)
     if args.summaries:
         for path in write_summaries():
-            print(f"wrote {path.relative_to(ROOT)}")
-    stale = []
+            print(f"wrote {shown(path)}")
+    stale, wrong = [], []
     for block in BLOCKS:
         text = block.page.read_text()
         made = block.made(text)
         if made == text:
             continue
-        stale.append(f"{block.page.relative_to(ROOT)}'s {block.name}")
+        stale.append(f"{shown(block.page)}'s {block.name}")
         if not args.check:
             block.page.write_text(made)
             print(f"rewrote {stale[-1]}")
+    for page in pages():
+        text = page.read_text()
+        made, differ, broken = spans_made(text)
+        wrong += [f"{shown(page)}: figure {problem}" for problem in
+                  (differ if args.check else []) + broken]
+        if made != text and not args.check:
+            page.write_text(made)
+            print(f"rewrote {shown(page)}'s figures")
     if args.check and stale:
-        print(f"{', '.join(stale)} differ from their summaries: run python -m "
-              "benchmarks.figures", file=sys.stderr)
+        print(f"{', '.join(stale)} differ from their summaries", file=sys.stderr)
+    if wrong:
+        print("\n".join(wrong), file=sys.stderr)
+    if (args.check and stale) or wrong:
+        print("run python -m benchmarks.figures (a figure's name must be in "
+              "benchmarks.figures.FIGURES)", file=sys.stderr)
         return 1
     if args.check:
-        print("every made table matches its summaries")
+        print("every made table and figure matches its summaries")
     return 0
 
 

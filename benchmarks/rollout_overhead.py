@@ -22,6 +22,7 @@ same Python is a smaller share there.
 from __future__ import annotations
 
 import argparse
+import re
 import time
 from pathlib import Path
 
@@ -83,13 +84,31 @@ def measure(env_id: str) -> None:
           f"(median of {len(ratios)} rounds)")
 
 
+def summarize(report: str) -> dict[str, dict[str, float]]:
+    """The figures of a printed report (what ``benchmarks.figures`` quotes): per env
+    (``"WebShop-v0"``, ``"ALFWorld-v0"``) the steps played, the raw and the rollout side's CPU
+    ms per step, the overhead in % (the median of the rounds' ratios) and the rounds.
+
+    Raises:
+        ValueError: the report has no env's line.
+    """
+    out = {m[1]: {"steps": int(m[2]), "raw_ms": float(m[3]), "rollout_ms": float(m[4]),
+                  "overhead_pct": float(m[5]), "rounds": int(m[6])}
+           for m in re.finditer(r"^(\S+) +\d+x\d+ envs, (\d+) steps: raw ([\d.]+) ms/step, "
+                                r"rollout ([\d.]+) ms/step, overhead (-?[\d.]+)% \(median of "
+                                r"(\d+) rounds\)", report, re.M)}
+    if not out:
+        raise ValueError("not a rollout_overhead report: no '... steps: raw ... ms/step' line")
+    return out
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--env", default="both", choices=["WebShop-v0", "ALFWorld-v0", "both"])
     parser.add_argument("--out", type=Path, default=None,
                         help="also write the report to OUT/report.txt")
     args = parser.parse_args(argv)
-    with recorded(args.out, command_line("benchmarks.rollout_overhead", argv)):
+    with recorded(args.out, command_line("benchmarks.rollout_overhead", argv), summarize):
         for env_id in (SETTINGS if args.env == "both" else [args.env]):
             try:
                 measure(env_id)

@@ -58,6 +58,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import os
+import re
 import statistics
 import sys
 import tempfile
@@ -510,6 +511,72 @@ def measure(args: argparse.Namespace) -> dict[str, float] | None:
     return figures
 
 
+def summarize(report: str) -> dict[str, Any]:
+    """The figures of a printed report (what ``benchmarks.figures`` quotes): the prompts
+    answered (a rollout's steps, or the prompts replayed) and policy calls, torch threads, the
+    libraries' versions, the prompts' mean tokens; per side (``"sides"``: today, fast, vllm)
+    its row of the table (wall, prefill and decode seconds, prefills, % of the prompts shared,
+    prefilled and padded tokens, prompt tokens/s, new tokens, new tokens/s, peak RSS in GB:
+    those the side has; a vLLM side's % is its prompt tokens from its prefix cache), its
+    log-prob gaps (mean and max) and its speed-up over today's (wall time and per new token);
+    and the fast side's prefilled tokens fewer than today's, a prefix cache's tokens and how
+    many fewer, and the bound line's rate, seconds and ratios.
+
+    Raises:
+        ValueError: the report has no row of today's side.
+    """
+    num = r"([\d.]+)"
+    sides: dict[str, dict[str, Any]] = {}
+    for m in re.finditer(rf"^(today|fast) +{num} +{num} +{num} +(\d+) +{num}% +(\d+) +(\d+) +"
+                         rf"{num} +(\d+) +{num} +{num} GB$", report, re.M):
+        sides[m[1]] = {"wall_s": float(m[2]), "prefill_s": float(m[3]),
+                       "decode_s": float(m[4]), "prefills": int(m[5]),
+                       "shared_pct": float(m[6]), "prefilled_tokens": int(m[7]),
+                       "padded_tokens": int(m[8]), "prompt_tok_per_s": float(m[9]),
+                       "new_tokens": int(m[10]), "new_tok_per_s": float(m[11]),
+                       "peak_rss_gb": float(m[12])}
+    for m in re.finditer(rf"^(vllm) +{num} +{num}% +(\d+) +(\d+) +{num} +{num} GB$", report,
+                         re.M):
+        sides[m[1]] = {"wall_s": float(m[2]), "shared_pct": float(m[3]),
+                       "prefilled_tokens": int(m[4]), "new_tokens": int(m[5]),
+                       "new_tok_per_s": float(m[6]), "peak_rss_gb": float(m[7])}
+    if "today" not in sides:
+        raise ValueError("not a rollout_throughput report: no row of today's side")
+    for m in re.finditer(r"^(today|fast|vllm): recorded log-probs vs one forward pass .* mean "
+                         r"\|gap\| (\S+), max (\S+)$", report, re.M):
+        sides[m[1]].update(logprob_gap_mean=float(m[2]), logprob_gap_max=float(m[3]))
+    for m in re.finditer(rf"^speed-up \(today / (fast|vllm)\): {num}x in wall time, {num}x per "
+                         r"new token$", report, re.M):
+        sides[m[1]].update(ratio=float(m[2]), ratio_per_new_token=float(m[3]))
+    out: dict[str, Any] = {}
+    played = re.search(r"^(?:rollout: (\d+) steps|replayed: (\d+) prompts) in (\d+) policy "
+                       r"calls", report, re.M)
+    if played is not None:
+        out.update(prompts=int(played[1] or played[2]), calls=int(played[3]),
+                   replayed=played[2] is not None)
+    threads = re.search(r"(\d+) torch thread\(s\)", report)
+    if threads is not None:
+        out["torch_threads"] = int(threads[1])
+    libraries = re.search(r"^(?:# )?libraries: (.*?)(?:;|$)", report, re.M)
+    if libraries is not None:
+        out["libraries"] = dict(part.split(" ", 1) for part in libraries[1].split(", "))
+    tokens = re.search(r"^prompt tokens \(chat template included\): mean (\d+)", report, re.M)
+    if tokens is not None:
+        out["prompt_tokens_mean"] = int(tokens[1])
+    fewer = re.search(r"prefilled tokens \d+ -> \d+ \(([\d.]+)x fewer\)", report)
+    if fewer is not None:
+        out["prefill_fewer"] = float(fewer[1])
+    cache = re.search(r"would prefill (\d+) tokens \(([\d.]+)x fewer than today\)", report)
+    if cache is not None:
+        out.update(prefix_cache_tokens=int(cache[1]), prefix_cache_fewer=float(cache[2]))
+    bound = re.search(rf"^bound: .* at the fast side's (\d+) computed tok/s takes {num} s; .* "
+                      rf"could reach {num}x, with decoding free {num}x", report, re.M)
+    if bound is not None:
+        out.update(bound_tok_per_s=float(bound[1]), bound_prefill_s=float(bound[2]),
+                   bound_ratio=float(bound[3]), bound_ratio_free_decode=float(bound[4]))
+    return out | {"sides": sides}
+
+
 def sides_list(text: str) -> list[str]:
     """``--sides``: today's path is always measured (every ratio is against it), then the
     named sides in the order today, fast, vllm."""
@@ -563,7 +630,7 @@ def main(argv: list[str] | None = None) -> dict[str, float] | None:
         parser.error(f"--replay: no file {args.replay}")
     if args.vllm and "vllm" not in args.sides:
         args.sides.append("vllm")
-    with recorded(args.out, command_line("benchmarks.rollout_throughput", argv)):
+    with recorded(args.out, command_line("benchmarks.rollout_throughput", argv), summarize):
         return measure(args)
 
 

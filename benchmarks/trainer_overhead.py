@@ -16,9 +16,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -44,6 +46,28 @@ def shares(rows: list[dict], title: str) -> dict[str, float]:
     return {"overhead_share": share, **parts}
 
 
+def summarize(report: str) -> dict[str, Any]:
+    """The figures of a printed report (what ``benchmarks.figures`` quotes): the timed
+    iterations and their seconds, each part's seconds and % (``"parts"``: generation, update,
+    env, other), the % outside generation and update, and the other part's seconds and % in the
+    last iteration alone.
+
+    Raises:
+        ValueError: the report lacks a line this reads.
+    """
+    head = re.search(r"^trainer overhead: .*, (\d+) timed iterations, ([\d.]+) s$", report, re.M)
+    outside = re.search(r"outside generation and update: ([\d.]+)%", report)
+    last = re.search(r"other in the last iteration alone: ([\d.]+) s \(([\d.]+)%\)", report)
+    if head is None or outside is None or last is None:
+        raise ValueError("not a trainer_overhead report: no 'trainer overhead:', 'outside "
+                         "generation and update' or 'other in the last iteration' line")
+    parts = {m[1]: {"s": float(m[2]), "pct": float(m[3])} for m in re.finditer(
+        rf"^  ({'|'.join(PARTS)}) +([\d.]+) s +([\d.]+)%$", report, re.M)}
+    return {"iterations": int(head[1]), "seconds": float(head[2]), "parts": parts,
+            "outside_pct": float(outside[1]), "last_other_s": float(last[1]),
+            "last_other_pct": float(last[2])}
+
+
 def read_metrics(run_dir: Path) -> list[dict]:
     """The iteration rows of a run's metrics.jsonl."""
     lines = (Path(run_dir) / "metrics.jsonl").read_text().splitlines()
@@ -64,7 +88,7 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     p.add_argument("--out", type=Path, default=None,
                    help="also write the report to OUT/report.txt")
     args = p.parse_args(argv)
-    with recorded(args.out, command_line("benchmarks.trainer_overhead", argv)):
+    with recorded(args.out, command_line("benchmarks.trainer_overhead", argv), summarize):
         if args.from_run is not None:
             return shares(read_metrics(args.from_run), f"the run in {args.from_run}")
         return measure(args)

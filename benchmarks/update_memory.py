@@ -41,12 +41,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import resource
 import subprocess
 import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from benchmarks.record import command_line, recorded
 
@@ -124,6 +126,51 @@ def one(model: str, rows: int, prompt: int, reply: int, checkpointing: str,
         "distinct_prompts": len({tuple(p) for p in prompts})}
 
 
+def summarize(report: str) -> dict[str, Any]:
+    """The figures of a printed report (what ``benchmarks.figures`` quotes): the updates a
+    setting ran, the autocast, with ``--calls`` the batch's rows, distinct prompts and tokens
+    without padding or sharing, and ``"settings"``, one entry per row of the table in its order:
+    checkpointing, micro-batch tokens, the heap, ref and pack columns the report has, seconds,
+    CPU seconds and tokens run (where it has them) and peak RSS in GB.
+
+    Raises:
+        ValueError: the report has no header or no setting's row.
+    """
+    head = re.search(r"^(\d+|one) update(?:\(s\))? of ", report, re.M)
+    columns = re.search(r"^  checkpointing +micro-batch((?: +(?:heap|ref|pack))*) +seconds",
+                        report, re.M)
+    if head is None or columns is None:
+        raise ValueError("not an update_memory report: no '... update(s) of' line or no "
+                         "'checkpointing micro-batch ...' header")
+    named = columns[1].split()
+    words = r"".join(r" +(\S+)" for _ in named)
+    row = re.compile(rf"^  (on|off) +(\d+){words} +([\d.]+)s(?: +([\d.]+)s)? +([\d.]+) GB"
+                     rf"(?: +([\d,]+))? +\(x", re.M)
+    settings = []
+    for m in row.finditer(report):
+        *given, seconds, cpu, rss, tokens = m.groups()[2:]
+        setting: dict[str, Any] = {"checkpointing": m[1], "micro_batch": int(m[2]),
+                                   **dict(zip(named, given, strict=True)),
+                                   "seconds": float(seconds), "peak_rss_gb": float(rss)}
+        if cpu is not None:
+            setting["cpu_seconds"] = float(cpu)
+        if tokens is not None:
+            setting["tokens_run"] = int(tokens.replace(",", ""))
+        settings.append(setting)
+    if not settings:
+        raise ValueError("not an update_memory report: no setting's row")
+    out: dict[str, Any] = {"updates": 1 if head[1] == "one" else int(head[1])}
+    autocast = re.search(r"\(autocast: ([^;]+);", report)
+    if autocast is not None:
+        out["autocast"] = autocast[1]
+    batch = re.search(r"(\d+) rows, (\d+) distinct prompts, ([\d,]+) tokens without padding",
+                      report)
+    if batch is not None:
+        out.update(rows=int(batch[1]), distinct_prompts=int(batch[2]),
+                   real_tokens=int(batch[3].replace(",", "")))
+    return out | {"settings": settings}
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", default="smollm2-135m")
@@ -157,7 +204,7 @@ def main(argv: Sequence[str] | None = None) -> None:
                              f"{','.join(setting)}")
     if args.calls is not None:
         recorded_prompts(args.calls)  # refused here, before any child runs
-    with recorded(args.out, command_line("benchmarks.update_memory", argv)):
+    with recorded(args.out, command_line("benchmarks.update_memory", argv), summarize):
         batch = (f"the prompts of {args.calls} + {args.reply} reply tokens each" if args.calls
                  else f"{args.rows} rows x ({args.prompt} prompt + {args.reply} reply tokens)")
         print(f"{args.updates} update(s) of {args.model}: {batch}, each setting in a fresh "

@@ -16,9 +16,11 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -79,8 +81,42 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--out", type=Path, default=None,
                         help="also write the report to OUT/report.txt")
     args = parser.parse_args(argv)
-    with recorded(args.out, command_line("benchmarks.vector_bench", argv)):
+    with recorded(args.out, command_line("benchmarks.vector_bench", argv), summarize):
         run(args)
+
+
+def summarize(report: str) -> dict[str, Any]:
+    """The figures of a printed report (what ``benchmarks.figures`` quotes): the env, tasks and
+    copies, and per row of the table (a backend, ``inprocess``, ``process``, ``ray``; or with
+    ``--env alfworld`` an engine, ``native``, ``reference``) its start-up seconds, env steps/s,
+    batched step's median ms and ratio to in-process (to the reference engine; None where the
+    report prints ``-``), under ``"backends"`` (``"engines"``).
+
+    Raises:
+        ValueError: the report has no ``== GroupVectorEnv`` line or no row.
+    """
+    head = re.search(r"^== GroupVectorEnv: (\d+) tasks x (\d+) copies = \d+ envs of ([\w-]+)",
+                     report, re.M)
+    if head is None:
+        raise ValueError("not a vector_bench report: no '== GroupVectorEnv: ...' line")
+    out: dict[str, Any] = {"env": head[3], "tasks": int(head[1]), "copies": int(head[2])}
+    number = r"([\d.,]+)"
+    ratio = r"([\d.]+)x|-"
+    for m in re.finditer(rf"^(inprocess|process|ray) +(\d+) +{number} +{number} +{number} +"
+                         rf"(?:{ratio})$", report, re.M):
+        out.setdefault("backends", {})[m[1]] = {
+            "workers": int(m[2]), "start_s": float(m[3]),
+            "steps_per_s": float(m[4].replace(",", "")), "batch_ms": float(m[5]),
+            "ratio": float(m[6]) if m[6] else None}
+    for m in re.finditer(rf"^(native|reference) +{number} +{number} +{number} +{number} +"
+                         rf"(?:{ratio})$", report, re.M):
+        out.setdefault("engines", {})[m[1]] = {
+            "start_s": float(m[2]), "steps": int(m[3].replace(",", "")),
+            "steps_per_s": float(m[4].replace(",", "")), "batch_ms": float(m[5]),
+            "ratio": float(m[6]) if m[6] else None}
+    if "backends" not in out and "engines" not in out:
+        raise ValueError("not a vector_bench report: no row of backends or engines")
+    return out
 
 
 def run_alfworld(args: argparse.Namespace) -> None:
