@@ -84,12 +84,17 @@ import gymnasium as gym
 import numpy as np
 
 import gagpo.envs  # noqa: F401  (registers the environments)
-from gagpo.advantages import compute_advantages, state_groups
+from gagpo.advantages import GAGPO_VARIANTS, compute_advantages, state_groups
 from gagpo.envs.vector import GroupVectorEnv
 
 METHODS = ("gagpo", "gagpo:paper", "gigpo", "grpo", "rloo", "ppo")
-"""``gagpo`` is the default variant; ``gagpo:<variant>`` names another (gagpo.advantages.
-GAGPO_VARIANTS; ``gagpo:paper`` is the literal reading)."""
+"""The methods run by default. ``gagpo`` is the default variant; ``gagpo:<variant>`` names
+another (gagpo.advantages.GAGPO_VARIANTS; ``gagpo:paper`` is the literal reading)."""
+
+
+def known_methods() -> tuple[str, ...]:
+    """What ``--methods`` accepts: :data:`METHODS` and ``gagpo:<variant>`` for every variant."""
+    return tuple(dict.fromkeys([*METHODS, *(f"gagpo:{v}" for v in GAGPO_VARIANTS)]))
 POLICIES = ("tabular", "linear")
 ENVS = ("WebShop-v0", "ALFWorld-v0")
 RESULTS = Path(__file__).resolve().parent / "results" / "credit_assignment"
@@ -526,7 +531,8 @@ def measure_credit(env: gym.Env, policy: Policy, batch: dict[str, Any], value: n
     n = len(batch["reward"])
     rows = np.sort(rng.choice(n, min(args.credit_rows, n), replace=False))
     truth = true_advantages(env, policy, batch, rows, rng, args)
-    est = {m: advantages(m, batch, args, value)[0][rows] for m in METHODS}
+    measured = dict.fromkeys([*METHODS, *_choices(args.methods, known_methods(), "methods")])
+    est = {m: advantages(m, batch, args, value)[0][rows] for m in measured}
     return {"truth": truth, "est": est}
 
 
@@ -639,7 +645,7 @@ def _cells(runs: list[dict]) -> list[tuple[str, str, str, list[dict]]]:
     out = []
     for env_id in dict.fromkeys(r["env"] for r in runs):
         for kind in POLICIES:
-            for method in METHODS:
+            for method in dict.fromkeys(r["method"] for r in runs):
                 rs = [r for r in runs if (r["env"], r["policy"], r["method"])
                       == (env_id, kind, method)]
                 if rs:
@@ -683,7 +689,7 @@ def run_correlations(run: dict, rank: bool) -> dict[str, float]:
         return {}
     truth = np.concatenate([c["truth"] for c in run["credit"]])
     return {m: correlation(np.concatenate([c["est"][m] for c in run["credit"]]), truth, rank)
-            for m in METHODS}
+            for m in run["credit"][0]["est"]}
 
 
 def credit_table(runs: list[dict]) -> str:
@@ -699,7 +705,7 @@ def credit_table(runs: list[dict]) -> str:
             pear = [run_correlations(r, False) for r in rs]
             spear = [run_correlations(r, True) for r in rs]
             n_rows = sum(len(c["truth"]) for r in rs for c in r["credit"])
-            for m in METHODS:
+            for m in pear[0]:
                 p = [c[m] for c in pear if not math.isnan(c[m])]
                 lines.append(f"| {env_id} | {kind} | {m} | {_num(p)} "
                              f"| {_num([c[m] for c in spear])} | {len(p)} ({n_rows}) |")
@@ -829,7 +835,7 @@ def run_cell(env_id: str, kind: str, method: str, lr: float, seeds: list[int], a
 def main(argv: list[str] | None = None) -> list[dict]:
     args, quick = parse_args(argv)
     lrs = [float(x) for x in args.lrs.split(",") if x.strip()] or [args.lr]
-    methods = _choices(args.methods, METHODS, "methods")
+    methods = _choices(args.methods, known_methods(), "methods")
     kinds = _choices(args.policy, POLICIES, "policies")
     env_ids = _choices(args.env, ENVS, "envs")
     reported = list(range(args.seeds))

@@ -20,6 +20,11 @@ or training seed:
   95% bootstrap interval over draws). 1 is as good as the truth on these rows; 0 is no
   improvement; below 0 the step makes the policy worse.
 
+Each figure is given pooled (over the batch's rows, one step of the whole batch's gradient, so
+the scale an estimator gives each task matters) and **within each task** (the correlation over
+a task's own rows, and the step of its gradient alone, averaged over the tasks: the direction
+learning follows inside one task, whatever the other tasks' scales).
+
 The shapes (``--shapes``), each with invalid actions (the state stays, penalty p charged to the
 row, reward 0) and truncation at the horizon H:
 
@@ -30,18 +35,30 @@ row, reward 0) and truncation at the horizon H:
   Revisits over a long horizon (H = 30), a valid no-op ("look"), take/put offered everywhere
   (invalid where they make no sense). Success-valued: 10 on putting it in place.
 - ``tree``: a tree of choices (depth 3-4, 3-6 branches); rollouts never meet after they
-  diverge. Its leaves end
-  the episode with a score-valued reward in half the tasks and a success-valued one in the rest.
+  diverge. Its leaves end the episode with a score-valued reward in half the tasks and a
+  success-valued one in the rest.
+- ``alfworld``: ALFWorld early in training: a house of 8-15 rooms, 30-50 steps, an unknown
+  command offered everywhere beside take/put, so that about 40% of actions are invalid and most
+  groups of 8 see no win.
+- ``dag``: layers of pages, each action leading to a random page of the next layer: rollouts
+  part and meet again only sometimes; endings score-valued (a full win, a partial score, or
+  nothing).
+
+Per shape the report gives what a trainer sees of it (the share of rows in a shared state, the
+invalid share, the win rate, the share of groups without a win) beside the same statistics of
+recorded real rollouts (:data:`REAL_RUNS`), so a reader sees which shapes the real
+environments resemble.
 
 Estimators are called through :func:`gagpo.advantages.compute_advantages` only, with the state
 key = the true state id (what ``info["state_key"]`` gives), the env's reward and the penalty as
 ``penalty`` (the trainer's default target). ``ppo*`` is GAE on the *true* V: a perfect critic,
 shown as a ceiling, not a critic-free estimator.
 
-The GAGPO study: every variant of :data:`gagpo.advantages.GAGPO_VARIANTS` at several lambdas,
-gammas and normalisations is scored on the *tuning* draws (seeds 0..); the default is the one
-with the best mean over shapes of (correlation + gain share) / 2 there, and the report's tables
-are computed on *held-out* draws (seeds from 1_000_000), which the choice never saw.
+The GAGPO study: every variant of :data:`gagpo.advantages.GAGPO_VARIANTS` at several lambdas
+and normalisations is scored on the *tuning* draws (seeds 0..); the default is the one with the
+best mean over shapes of its four figures there, and the report's tables are computed on
+*held-out* draws (seeds from 1_000_000), which the choice never saw, with the chosen and the
+previous default each paired against the best critic-free rival of every figure.
 
     python -m benchmarks.credit_truth [--draws 300] [--tune-draws 150] [--shapes shop,house,tree]
         [--out benchmarks/results/credit_truth] [--quick]
@@ -227,8 +244,57 @@ def tree(rng: np.random.Generator) -> Task:
     return b.build(rng, horizon=depth + 3, invalid_bias=-0.5)
 
 
+def alfworld(rng: np.random.Generator) -> Task:
+    """ALFWorld early in training: 8-15 rooms, take the object in one and put it in another,
+    30-50 steps, two invalid commands offered everywhere (a third or more of actions invalid),
+    wins rare (most groups of 8 see none)."""
+    n_rooms = int(rng.integers(8, 16))
+    edges = {(int(rng.integers(r)), r) for r in range(1, n_rooms)}
+    for _ in range(int(rng.integers(0, n_rooms // 2 + 1))):
+        a, c = sorted(rng.choice(n_rooms, 2, replace=False).tolist())
+        edges.add((a, c))
+    neighbours: list[list[int]] = [[] for _ in range(n_rooms)]
+    for a, c in sorted(edges):
+        neighbours[a].append(c)
+        neighbours[c].append(a)
+    obj, target = rng.choice(n_rooms, 2, replace=False)
+    b = TaskBuilder()
+    state = {(room, holding): b.state() for holding in (0, 1) for room in range(n_rooms)}
+    for (room, holding), s in state.items():
+        for other in neighbours[room]:
+            b.add(s, state[(other, holding)])
+        b.add(s, s)  # look
+        if room == obj and not holding:
+            b.add(s, state[(room, 1)])
+        elif room == target and holding:
+            b.add(s, -1, WIN)
+        else:
+            b.add_invalid(s)
+        b.add_invalid(s)  # a command the game does not know
+    return b.build(rng, horizon=int(rng.integers(30, 51)), invalid_bias=0.0)
+
+
+def dag(rng: np.random.Generator) -> Task:
+    """Layers of pages, each action leading to a random page of the next layer: rollouts part
+    and meet again only sometimes. The last layer's actions end with a score (a full win in
+    some, a partial score in others, nothing in the rest)."""
+    layers, width = int(rng.integers(4, 7)), int(rng.integers(6, 13))
+    b = TaskBuilder()
+    pages = [[b.state() for _ in range(width if level else 1)] for level in range(layers)]
+    for level, row in enumerate(pages):
+        for s in row:
+            for _ in range(int(rng.integers(3, 6))):
+                if level < layers - 1:
+                    b.add(s, pages[level + 1][int(rng.integers(width))])
+                    continue
+                u = rng.random()
+                b.add(s, -1, WIN if u < 0.15 else WIN * rng.uniform(0, 0.6) if u < 0.45 else 0.0)
+            b.add_invalid(s)
+    return b.build(rng, horizon=layers + 4, invalid_bias=-0.5)
+
+
 SHAPES: dict[str, Callable[[np.random.Generator], Task]] = {
-    "shop": shop, "house": house, "tree": tree,
+    "shop": shop, "house": house, "tree": tree, "alfworld": alfworld, "dag": dag,
 }
 
 
@@ -357,9 +423,15 @@ def gagpo_grid(variants: list[str], lams: list[float], gammas: list[float],
 
 
 def draw(shape: str, seed: int, estimators: list[Estimator], n_tasks: int, group_size: int,
-         eta: float) -> dict[str, tuple[float, float]]:
-    """{estimator name: (correlation, gain)} on one batch, plus ``"truth"``: (1, true gain),
-    and ``"_stats"``: (shared share of rows, invalid share of rows)."""
+         eta: float) -> dict[str, tuple[float, ...]]:
+    """{estimator name: (correlation, gain, within-task correlation, within-task gain)} on one
+    batch, plus ``"truth"`` (the same four for the true advantages) and ``"_stats"``: (share of
+    rows in a state another rollout of the task visited, invalid share of rows, win rate of
+    the episodes, share of tasks whose rollouts never won).
+
+    Pooled figures are over the batch's rows and one unit step of the whole batch's gradient
+    (the tasks' scales matter); within-task ones are each task's own: the correlation over
+    its rows and the gain of a unit step of its gradient alone (averaged over the tasks)."""
     rng = np.random.default_rng([seed, list(SHAPES).index(shape)])
     tasks = [SHAPES[shape](rng) for _ in range(n_tasks)]
     probs = [t.probs() for t in tasks]
@@ -380,55 +452,84 @@ def draw(shape: str, seed: int, estimators: list[Estimator], n_tasks: int, group
     j0 = np.array([V[t.horizon, 0] for t, (_, V) in zip(tasks, solved, strict=True)])
     bounds = np.cumsum([0] + [len(r.t) for r in parts])
 
-    def gain(adv: np.ndarray) -> float:
+    def gains(adv: np.ndarray) -> tuple[float, float]:
+        """(pooled, within-task) mean gain over the tasks."""
         grads = [policy_gradient(t, p, r, adv[bounds[i]:bounds[i + 1]])
                  for i, (t, p, r) in enumerate(zip(tasks, probs, parts, strict=True))]
-        norm = np.sqrt(sum(float((g * g).sum()) for g in grads))
-        if norm == 0:
-            return 0.0
-        after = [objective(t, t.probs(t.logits + eta * g / norm))
-                 for t, g in zip(tasks, grads, strict=True)]
-        return float(np.mean(np.array(after) - j0))
+        sizes = np.array([np.sqrt(float((g * g).sum())) for g in grads])
+        norm = float(np.sqrt((sizes**2).sum()))
+        pooled = [objective(t, t.probs(t.logits + eta * g / norm)) if norm else v0
+                  for t, g, v0 in zip(tasks, grads, j0, strict=True)]
+        own = [objective(t, t.probs(t.logits + eta * g / n)) if n else v0
+               for t, g, n, v0 in zip(tasks, grads, sizes, j0, strict=True)]
+        return float(np.mean(np.array(pooled) - j0)), float(np.mean(np.array(own) - j0))
 
-    out = {"truth": (1.0, gain(truth))}
+    def corr(a: np.ndarray, b: np.ndarray) -> float:
+        return 0.0 if a.std() == 0 or b.std() == 0 else float(np.corrcoef(a, b)[0, 1])
+
+    def figures_of(adv: np.ndarray) -> tuple[float, float, float, float]:
+        pooled, own = gains(adv)
+        within = np.mean([corr(adv[bounds[i]:bounds[i + 1]], truth[bounds[i]:bounds[i + 1]])
+                          for i in range(n_tasks)])
+        return corr(adv, truth), pooled, float(within), own
+
+    out = {"truth": figures_of(truth)}
     for est in estimators:
-        adv = est.advantages(batch, true_v)
-        r = 0.0 if adv.std() == 0 else float(np.corrcoef(adv, truth)[0, 1])
-        out[est.name] = (r, gain(adv))
+        out[est.name] = figures_of(est.advantages(batch, true_v))
     _, sizes = np.unique(np.stack([batch["group"], batch["key"]]), axis=1, return_counts=True)
     pairs = np.unique(np.stack([batch["group"], batch["key"]]), axis=1, return_inverse=True)[1]
     shared = float((sizes[pairs.reshape(-1)] > 1).mean())
-    out["_stats"] = (shared, float((batch["penalty"] > 0).mean()))
+    won = [np.bincount(r.traj, weights=r.reward >= WIN, minlength=group_size) > 0 for r in parts]
+    out["_stats"] = (shared, float((batch["penalty"] > 0).mean()), float(np.mean(won)),
+                     float(np.mean([not w.any() for w in won])))
     return out
+
+
+FIGURES = ("corr", "gain", "task_corr", "task_gain")
+"""The four figures, in :func:`draw`'s order: pooled correlation and gain share, and the same
+within each task."""
+GAINS = ("gain", "task_gain")
 
 
 @dataclass
 class Figures:
-    """An estimator's two figures on one shape, over draws."""
+    """An estimator's figures on one shape, over draws: pooled and within-task correlation
+    (mean, t interval) and gain share (ratio of means, bootstrap interval)."""
 
     corr: float
     corr_ci: tuple[float, float]
     gain: float
     gain_ci: tuple[float, float]
+    task_corr: float
+    task_corr_ci: tuple[float, float]
+    task_gain: float
+    task_gain_ci: tuple[float, float]
 
-    def cells(self) -> str:
-        return (f"{self.corr:.3f} [{self.corr_ci[0]:.3f}, {self.corr_ci[1]:.3f}] | "
-                f"{self.gain:.3f} [{self.gain_ci[0]:.3f}, {self.gain_ci[1]:.3f}]")
+    def cells(self, within: bool = False) -> str:
+        c, g = ("task_corr", "task_gain") if within else ("corr", "gain")
+        (clo, chi), (glo, ghi) = getattr(self, c + "_ci"), getattr(self, g + "_ci")
+        return (f"{getattr(self, c):.3f} [{clo:.3f}, {chi:.3f}] | "
+                f"{getattr(self, g):.3f} [{glo:.3f}, {ghi:.3f}]")
 
 
 def figures(draws: list[dict], name: str, rng: np.random.Generator,
             n_boot: int = 2000) -> Figures:
-    """Mean correlation (t interval over draws) and gain share = mean gain / mean true gain
+    """Mean correlations (t interval over draws) and gain shares = mean gain / mean true gain
     (percentile bootstrap over draws)."""
-    r = np.array([d[name][0] for d in draws])
-    g = np.array([d[name][1] for d in draws])
-    t = np.array([d["truth"][1] for d in draws])
-    half = 1.96 * r.std(ddof=1) / np.sqrt(len(r)) if len(r) > 1 else 0.0
-    idx = rng.integers(0, len(g), size=(n_boot, len(g)))
-    boot = g[idx].mean(axis=1) / t[idx].mean(axis=1)
-    return Figures(float(r.mean()), (float(r.mean() - half), float(r.mean() + half)),
-                   float(g.mean() / t.mean()),
-                   (float(np.percentile(boot, 2.5)), float(np.percentile(boot, 97.5))))
+    out: dict[str, object] = {}
+    idx = rng.integers(0, len(draws), size=(n_boot, len(draws)))
+    for k, fig in enumerate(FIGURES):
+        x = np.array([d[name][k] for d in draws])
+        if fig in GAINS:
+            t = np.array([d["truth"][k] for d in draws])
+            boot = x[idx].mean(axis=1) / t[idx].mean(axis=1)
+            out[fig] = float(x.mean() / t.mean())
+            out[fig + "_ci"] = (float(np.percentile(boot, 2.5)), float(np.percentile(boot, 97.5)))
+        else:
+            half = 1.96 * x.std(ddof=1) / np.sqrt(len(x)) if len(x) > 1 else 0.0
+            out[fig] = float(x.mean())
+            out[fig + "_ci"] = (float(x.mean() - half), float(x.mean() + half))
+    return Figures(**out)
 
 
 def run_draws(shape: str, seeds: range, estimators: list[Estimator], args: argparse.Namespace,
@@ -442,71 +543,133 @@ def run_draws(shape: str, seeds: range, estimators: list[Estimator], args: argpa
     return out
 
 
-def choose(tuning: dict[str, list[dict]], candidates: list[Estimator]) -> tuple[Estimator, dict]:
-    """The GAGPO configuration with the best mean over shapes of (corr + gain share) / 2."""
+def choose(tuning: dict[str, list[dict]], candidates: list[Estimator]
+           ) -> tuple[Estimator, dict[str, float]]:
+    """The GAGPO configuration with the best mean, over shapes and the four figures (pooled and
+    within-task correlation and gain share), on the tuning draws."""
     rng = np.random.default_rng(0)
     scores = {}
     for est in candidates:
-        per_shape = [figures(d, est.name, rng, n_boot=1) for d in tuning.values()]
-        scores[est.name] = float(np.mean([(f.corr + f.gain) / 2 for f in per_shape]))
+        figs = [figures(d, est.name, rng, n_boot=1) for d in tuning.values()]
+        scores[est.name] = float(np.mean([[getattr(f, x) for x in FIGURES] for f in figs]))
     best = max(candidates, key=lambda e: scores[e.name])
     return best, scores
 
 
 def paired(draws: list[dict], a: str, b: str, rng: np.random.Generator,
            n_boot: int = 2000) -> dict[str, tuple[float, float, float]]:
-    """a - b on the same draws: correlation (mean difference, t interval) and gain share
-    (difference of the ratios, paired percentile bootstrap over draws)."""
-    r = np.array([d[a][0] - d[b][0] for d in draws])
-    ga, gb = (np.array([d[x][1] for d in draws]) for x in (a, b))
-    t = np.array([d["truth"][1] for d in draws])
-    half = 1.96 * r.std(ddof=1) / np.sqrt(len(r))
-    idx = rng.integers(0, len(t), size=(n_boot, len(t)))
-    boot = (ga[idx].mean(axis=1) - gb[idx].mean(axis=1)) / t[idx].mean(axis=1)
-    diff = (ga.mean() - gb.mean()) / t.mean()
-    return {"corr": (float(r.mean()), float(r.mean() - half), float(r.mean() + half)),
-            "gain": (float(diff), float(np.percentile(boot, 2.5)),
-                     float(np.percentile(boot, 97.5)))}
+    """a - b on the same draws, each figure: correlations (mean difference, t interval) and
+    gain shares (difference of the ratios, paired percentile bootstrap over draws)."""
+    out = {}
+    idx = rng.integers(0, len(draws), size=(n_boot, len(draws)))
+    for k, fig in enumerate(FIGURES):
+        xa, xb = (np.array([d[x][k] for d in draws]) for x in (a, b))
+        if fig in GAINS:
+            t = np.array([d["truth"][k] for d in draws])
+            boot = (xa[idx].mean(axis=1) - xb[idx].mean(axis=1)) / t[idx].mean(axis=1)
+            out[fig] = (float((xa.mean() - xb.mean()) / t.mean()),
+                        float(np.percentile(boot, 2.5)), float(np.percentile(boot, 97.5)))
+        else:
+            r = xa - xb
+            half = 1.96 * r.std(ddof=1) / np.sqrt(len(r))
+            out[fig] = (float(r.mean()), float(r.mean() - half), float(r.mean() + half))
+    return out
 
 
-def verdicts(results: dict[str, list[dict]], chosen: Estimator,
-             rivals: list[Estimator]) -> str:
-    """Per shape and figure: the chosen GAGPO against the best critic-free rival, paired."""
+def verdicts(results: dict[str, list[dict]], chosen: Estimator, rivals: list[Estimator]
+             ) -> dict[str, dict[str, dict]]:
+    """Per shape and figure: ``chosen`` against the best rival of that figure, paired on the
+    same draws: ``{shape: {figure: {mine, rival, theirs, diff, lo, hi, verdict}}}`` (first:
+    the interval is above 0; level: it holds 0; behind: below 0)."""
     rng = np.random.default_rng(2)
-    lines = ["| shape | figure | chosen GAGPO | best critic-free rival | chosen - rival [95%] "
-             "| verdict |", "|---|---|---|---|---|---|"]
+    out: dict[str, dict[str, dict]] = {}
     for shape, draws in results.items():
         figs = {e.name: figures(draws, e.name, rng, n_boot=1) for e in rivals}
         mine = figures(draws, chosen.name, rng, n_boot=1)
-        for fig in ("corr", "gain"):
+        out[shape] = {}
+        for fig in FIGURES:
             best = max(figs, key=lambda n: getattr(figs[n], fig))
             d, lo, hi = paired(draws, chosen.name, best, rng)[fig]
-            verdict = "first" if lo > 0 else "level" if hi >= 0 else "behind"
-            lines.append(f"| {shape} | {fig} | {getattr(mine, fig):.3f} | {best} "
-                         f"{getattr(figs[best], fig):.3f} | {d:+.3f} [{lo:+.3f}, {hi:+.3f}] "
-                         f"| {verdict} |")
+            out[shape][fig] = {"mine": getattr(mine, fig), "rival": best,
+                               "theirs": getattr(figs[best], fig), "diff": d, "lo": lo,
+                               "hi": hi,
+                               "verdict": "first" if lo > 0 else "level" if hi >= 0 else "behind"}
+    return out
+
+
+def verdict_table(name: str, found: dict[str, dict[str, dict]]) -> str:
+    lines = [f"| shape | figure | {name} | best rival | difference [95%] | verdict |",
+             "|---|---|---|---|---|---|"]
+    for shape, figs in found.items():
+        for fig, v in figs.items():
+            lines.append(f"| {shape} | {fig} | {v['mine']:.3f} | {v['rival']} "
+                         f"{v['theirs']:.3f} | {v['diff']:+.3f} [{v['lo']:+.3f}, "
+                         f"{v['hi']:+.3f}] | {v['verdict']} |")
     return "\n".join(lines)
 
 
-def table(results: dict[str, list[dict]], estimators: list[Estimator]) -> str:
+def table(results: dict[str, list[dict]], estimators: list[Estimator],
+          within: bool = False) -> str:
+    """Correlation | gain share per shape, pooled (or ``within`` each task)."""
     rng = np.random.default_rng(1)
     shapes = list(results)
     head = "| estimator | " + " | ".join(f"{s}: corr | {s}: gain share" for s in shapes) + " |"
     lines = [head, "|---" * (1 + 2 * len(shapes)) + "|"]
     for est in estimators:
-        cells = " | ".join(figures(results[s], est.name, rng).cells() for s in shapes)
+        cells = " | ".join(figures(results[s], est.name, rng).cells(within) for s in shapes)
         lines.append(f"| {est.name} | {cells} |")
     return "\n".join(lines)
 
 
-def shape_stats(results: dict[str, list[dict]]) -> str:
-    lines = ["| shape | rows in a shared state | invalid rows | true gain per draw |",
-             "|---|---|---|---|"]
+def shape_stats(results: dict[str, list[dict]]) -> dict[str, dict[str, float]]:
+    """Per shape, what a trainer sees of it: the share of rows in a shared state, the invalid
+    share, the win rate, the share of groups without a win; and the true gain per draw."""
+    out = {}
     for s, d in results.items():
-        shared, invalid = np.array([x["_stats"] for x in d]).mean(axis=0)
-        lines.append(f"| {s} | {shared:.1%} | {invalid:.1%} | "
-                     f"{np.mean([x['truth'][1] for x in d]):.4f} |")
+        shared, invalid, win, no_win = np.array([x["_stats"] for x in d]).mean(axis=0)
+        out[s] = {"shared": float(shared), "invalid": float(invalid), "win_rate": float(win),
+                  "groups_without_a_win": float(no_win),
+                  "true_gain": float(np.mean([x["truth"][1] for x in d]))}
+    return out
+
+
+def stats_table(stats: dict[str, dict[str, float]], real: dict[str, dict[str, float]]) -> str:
+    lines = ["| shape | rows in a shared state | invalid rows | win rate | groups without a win "
+             "| true gain per draw |", "|---|---|---|---|---|---|"]
+    for s, x in stats.items():
+        lines.append(f"| {s} | {x['shared']:.1%} | {x['invalid']:.1%} | {x['win_rate']:.1%} | "
+                     f"{x['groups_without_a_win']:.1%} | {x['true_gain']:.4f} |")
+    for s, x in real.items():
+        lines.append(f"| real: {s} | {x['shared']:.1%} | {x['invalid']:.1%} | "
+                     f"{x['win_rate']:.1%} | - | - |")
     return "\n".join(lines)
+
+
+REAL_RUNS = {
+    "WebShop-v0, SmolLM2-135M GAGPO, 3 seeds x 4 iterations (fair_run)":
+        "studies/real_model/results/fair_run/metrics/seeds/gagpo_s*.jsonl",
+    "WebShop-v0, SmolLM2-135M GRPO, 3 seeds (fair_run)":
+        "studies/real_model/results/fair_run/metrics/seeds/grpo_s*.jsonl",
+    "ALFWorld-v0, SmolLM2-135M GAGPO, 6 iterations (alfworld_wins)":
+        "studies/real_model/results/alfworld_wins/metrics/alfworld_wins_gagpo.jsonl",
+}
+"""Recorded training metrics of real rollouts: the same statistics, per iteration, as the
+trainer logged them (``state/shared_fraction``, ``train/invalid_rate``, ``train/success``)."""
+
+
+def real_stats() -> dict[str, dict]:
+    """The shapes' statistics on the recorded real runs (mean over their iterations)."""
+    root, out = Path(__file__).resolve().parent.parent, {}
+    for label, pattern in REAL_RUNS.items():
+        rows = [json.loads(line) for path in sorted(root.glob(pattern))
+                for line in path.read_text().splitlines() if line.strip()]
+        rows = [r for r in rows if "state/shared_fraction" in r]
+        if rows:
+            out[label] = {"shared": float(np.mean([r["state/shared_fraction"] for r in rows])),
+                          "invalid": float(np.mean([r["train/invalid_rate"] for r in rows])),
+                          "win_rate": float(np.mean([r["train/success"] for r in rows])),
+                          "iterations": len(rows)}
+    return out
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -519,7 +682,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--group-size", type=int, default=8, help="rollouts G per task")
     p.add_argument("--eta", type=float, default=1.0, help="size of the unit-norm step")
     p.add_argument("--variants", default=",".join(GAGPO_VARIANTS))
-    p.add_argument("--lams", default="0.2,0.35,0.5,0.65,0.8,0.95,1.0")
+    p.add_argument("--lams", default="0.35,0.5,0.65,0.8,0.95")
     p.add_argument("--gammas", default=str(GAMMA))
     p.add_argument("--norms", default="mean_std,mean")
     p.add_argument("--out", type=Path, default=RESULTS)
@@ -538,44 +701,56 @@ def main(argv: list[str] | None = None) -> dict:
         raise SystemExit(f"unknown shape(s) {unknown}; known: {list(SHAPES)}")
     grid = gagpo_grid(args.variants.split(","), [float(x) for x in args.lams.split(",")],
                       [float(x) for x in args.gammas.split(",")], args.norms.split(","))
+    critic_free = [e for e in baselines() if e.method != "ppo"]
+    previous = Estimator("gagpo", "ancestor-td", 0.5, norm="mean")  # the default until 2026-12
     args.out.mkdir(parents=True, exist_ok=True)
     with recorded(args.out, command_line("benchmarks.credit_truth", argv)):
         tuning = {s: run_draws(s, range(args.tune_draws), grid, args, "tuning") for s in shapes}
         chosen, scores = choose(tuning, grid)
-        print(f"Chosen on {args.tune_draws} tuning draws per shape: {chosen.name} "
-              f"(score {scores[chosen.name]:.3f}; paper at the same lambda: "
-              f"{scores.get(dataclasses.replace(chosen, variant='paper').name, float('nan')):.3f})")
+        print(f"Chosen on {args.tune_draws} tuning draws per shape: {chosen.name} (score "
+              f"{scores[chosen.name]:.3f}: the mean over shapes of its four figures)")
         ranked = sorted(scores, key=scores.get, reverse=True)
-        print("\nTuning scores, mean over shapes of (corr + gain share) / 2, best 12 of "
-              f"{len(ranked)}:")
+        print(f"\nTuning scores, mean over shapes of correlation and gain share, pooled and "
+              f"within each task, best 12 of {len(ranked)}:")
         for name in ranked[:12]:
-            print(f"  {scores[name]:.3f}  {name}")
+            print(f"  {scores[name]:+.3f}  {name}")
         reported = baselines() + grid
+        if previous.name not in {e.name for e in reported}:
+            reported.append(previous)
         held = {s: run_draws(s, range(HELD_OUT_SEED, HELD_OUT_SEED + args.draws), reported,
                              args, "held-out") for s in shapes}
+        stats, real = shape_stats(held), real_stats()
         print(f"\nShapes ({args.draws} held-out draws each, {args.tasks} tasks x "
-              f"{args.group_size} rollouts):\n")
-        print(shape_stats(held))
+              f"{args.group_size} rollouts) and the same statistics on recorded real "
+              "rollouts (mean over their iterations):\n")
+        print(stats_table(stats, real))
         summary = baselines() + [e for e in grid if e.name == chosen.name or (
             e.lam == chosen.lam and e.norm == chosen.norm and e.gamma == chosen.gamma)]
-        paper = Estimator("gagpo", "paper")  # the literal reading at the old defaults
-        if paper.name in {e.name for e in grid}:
-            summary.insert(len(baselines()), paper)
-        print(f"\nHeld-out summary: the other estimators, the literal reading at lambda 0.95, "
-              f"and every variant at the chosen lambda {chosen.lam} and norm {chosen.norm}; "
-              "correlation with the true advantage | gain share (95% intervals)\n")
-        print(table(held, summary))
-        critic_free = [e for e in baselines() if e.method != "ppo"]
-        print(f"\nHeld-out, paired on the same draws: {chosen.name} against the best "
-              "critic-free rival of each figure (first: interval above 0; level: it holds 0; "
-              "behind: below 0)\n")
-        print(verdicts(held, chosen, critic_free))
-        print("\nHeld-out, every configuration studied\n")
+        for extra in (Estimator("gagpo", "paper"), previous):  # the literal reading; the last
+            if extra.name in {e.name for e in reported} and extra not in summary:
+                summary.insert(len(baselines()), extra)
+        for within in (False, True):
+            print(f"\nHeld-out summary, {'within each task' if within else 'pooled'}: the "
+                  "other estimators, the literal reading at lambda 0.95, the previous default, "
+                  f"and every variant at the chosen lambda {chosen.lam} and norm {chosen.norm}; "
+                  "correlation with the true advantage | gain share (95% intervals)\n")
+            print(table(held, summary, within))
+        paired_with_rivals = {}
+        for est in (chosen, previous) if previous.name != chosen.name else (chosen,):
+            paired_with_rivals[est.name] = verdicts(held, est, critic_free)
+            print(f"\nHeld-out, paired on the same draws: {est.name} against the best "
+                  "critic-free rival of each figure (first: interval above 0; level: it holds "
+                  "0; behind: below 0)\n")
+            print(verdict_table(est.name, paired_with_rivals[est.name]))
+        print("\nHeld-out, every configuration studied, pooled\n")
         print(table(held, reported))
+        print("\nHeld-out, every configuration studied, within each task\n")
+        print(table(held, reported, within=True))
     # The folder as given (relative when given so), never this machine's absolute path.
     record = {"args": {k: str(v) for k, v in vars(args).items() if k != "out"},
-              "chosen": chosen.name,
-              "tuning_scores": scores,
+              "chosen": chosen.name, "previous": previous.name,
+              "tuning_scores": scores, "shapes": stats, "real": real,
+              "summary": [e.name for e in summary], "verdicts": paired_with_rivals,
               "held_out": {s: {e.name: dataclasses.asdict(figures(d, e.name,
                                                                    np.random.default_rng(1)))
                                for e in reported} for s, d in held.items()}}

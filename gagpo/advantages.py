@@ -171,6 +171,13 @@ class GagpoVariant:
     blows it up to unit size); ``"after_norm"``, normalise(A) - p, as GRPO's trajectory path."""
     episode_weight: float = 0.0
     """Weight of GRPO's episode term normalise(R) added to every row (0: none, the paper)."""
+    min_others: int = 1
+    """With ``"ancestor"``: how many other trajectories of the group must have visited a state
+    for its grouped value to count (fewer: the carried value is used). 1: any."""
+    carry: Literal["td", "flat"] = "td"
+    """With ``"ancestor"``: how the value is carried into rows without one. ``"td"``:
+    V_t = (V_{t-1} - r_{t-1}) / gamma (consistent with the TD relation: an on-track rollout);
+    ``"flat"``: V_t = V_{t-1} - r_{t-1} (no growth along a path that left the others)."""
     lam: float | None = None
     """The variant's GAE lambda where the caller gives none (None: :data:`DEFAULT_LAM`)."""
     norm: Norm | None = None
@@ -185,6 +192,12 @@ GAGPO_VARIANTS: dict[str, GagpoVariant] = {
     "ancestor-td": GagpoVariant(unshared="ancestor", bootstrap_unshared=True,
                                 penalty="after_norm", lam=0.5, norm="mean"),
     "others": GagpoVariant(value="others", unshared="ancestor", penalty="after_norm"),
+    "ancestor-flat": GagpoVariant(unshared="ancestor", bootstrap_unshared=True, carry="flat",
+                                  penalty="after_norm", lam=0.5, norm="mean"),
+    "shared-2": GagpoVariant(unshared="ancestor", bootstrap_unshared=True, min_others=2,
+                             penalty="after_norm", lam=0.5, norm="mean"),
+    "shared-2-flat": GagpoVariant(unshared="ancestor", bootstrap_unshared=True, min_others=2,
+                                  carry="flat", penalty="after_norm", lam=0.5, norm="mean"),
 }
 """GAGPO's named variants (``--gagpo-variant``). ``"paper"`` is the literal reading of the
 paper's abstract; the others change one or two of :class:`GagpoVariant`'s knobs each."""
@@ -479,14 +492,17 @@ def gae(steps: Steps, V: np.ndarray, gamma: float, lam: float) -> np.ndarray:
 
 def others_value(steps: Steps, G: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Leave-one-out grouped value: mean G_t over the rows of the group's *other* trajectories
-    in the row's state, and whether any other trajectory visited that state."""
+    in the row's state, and how many other trajectories visited that state."""
     pair = np.unique(steps.state.astype(np.int64) * steps.n_traj + steps.traj,
                      return_inverse=True)[1].reshape(-1)  # (state, trajectory) ids
     total, count = np.bincount(steps.state, weights=G)[steps.state], steps.state_size
     own_total = np.bincount(pair, weights=G)[pair]
     own_count = np.bincount(pair)[pair]
     others = count - own_count
-    return (total - own_total) / np.maximum(others, 1), others > 0
+    first_of_pair = np.zeros(pair.max(initial=-1) + 1, np.int64)
+    first_of_pair[pair] = steps.state
+    trajs_in_state = np.bincount(first_of_pair, minlength=steps.state.max(initial=-1) + 1)
+    return (total - own_total) / np.maximum(others, 1), trajs_in_state[steps.state] - 1
 
 
 @register_estimator("gagpo")
@@ -496,7 +512,8 @@ def gagpo(steps: Steps, opts: Options) -> np.ndarray:
     the penalty enters and whether an episode term is added (see :class:`GagpoVariant`)."""
     v = GAGPO_VARIANTS[opts.gagpo_variant]
     G = steps.returns(opts.gamma)
-    V_others, seen_by_others = others_value(steps, G)
+    V_others, n_others = others_value(steps, G)
+    seen_by_others = n_others >= v.min_others
     if v.value == "group":
         V = segment_mean(G, steps.state)[steps.state]
     else:
@@ -508,7 +525,7 @@ def gagpo(steps: Steps, opts: Options) -> np.ndarray:
         # row's own trajectory, after an invalid action say, holds only its own outcome). The
         # first state is shared by the whole group: back-offs start from it.
         has_value = seen_by_others | (steps.position == 0)
-        V = steps.forward(V, has_value, opts.gamma)
+        V = steps.forward(V, has_value, opts.gamma if v.carry == "td" else 1.0)
         # Into a row with no value of its own, bootstrap nothing: lambda = 1 there.
         lam = np.where(np.r_[has_value[1:], True] | steps.last, opts.lam,
                        opts.lam if v.bootstrap_unshared else 1.0)

@@ -767,9 +767,9 @@ def slow_gagpo(table: dict, variant: str, gamma: float, lam: float, norm: str) -
     if v.unshared == "ancestor":
         for idx in by_traj.values():
             for pos, i in enumerate(idx):
-                if pos and not others[i]:
+                if pos and len({traj[j] for j in others[i]}) < v.min_others:
                     prev = idx[pos - 1]
-                    V[i] = (V[prev] - r[prev]) / gamma
+                    V[i] = (V[prev] - r[prev]) / (gamma if v.carry == "td" else 1.0)
                     coef[i] = lam if v.bootstrap_unshared else 1.0
     A = {}
     for idx in by_traj.values():
@@ -839,6 +839,29 @@ def test_ancestor_carries_the_shared_value_into_lone_states():
     d = 0.95 * 0.95
     close(leaver("ancestor-td")[2:5], [d * d * -v0 / 0.95**2, d * -v0 / 0.95**2,
                                        -v0 / 0.95**2])
+
+
+def test_a_flat_carry_holds_the_shared_value_along_a_lone_run():
+    # ancestor-flat: V(B) = V(C) = V(s0) (no growth by 1 / gamma per step), so each step of
+    # the lone run costs (1 - gamma) V(s0) and its last step the whole V(s0); lambda 0.95.
+    v0, d = 9.5 / 3, 0.95 * 0.95
+    a_c = -v0
+    a_b = (0.95 - 1) * v0 + d * a_c
+    a_s0 = (0.95 - 1) * v0 + d * a_b
+    close(leaver("ancestor-flat")[2:5], [a_s0, a_b, a_c])
+    close(leaver("ancestor-flat")[[0, 1, 5, 6]], leaver("ancestor-td")[[0, 1, 5, 6]])
+
+
+def test_a_state_two_rollouts_share_needs_a_third_under_shared_2():
+    # A is visited by traj 0 and 2 only: one other trajectory each, short of min_others = 2,
+    # so V(A) is carried from s0 (V(s0) / 0.95) instead of their mean G (5), for both.
+    v0, d = 9.5 / 3, 0.95 * 0.95
+    a = leaver("shared-2")
+    close(a[[0, 1]], [d * (10 - v0 / 0.95), 10 - v0 / 0.95])
+    close(a[[5, 6]], [d * (0 - v0 / 0.95), 0 - v0 / 0.95])
+    close(a[2:5], leaver("ancestor-td")[2:5])  # B and C: no other trajectory either way
+    # Carried flat, V(A) = V(s0): the step into A now costs (1 - gamma) V(s0) too.
+    close(leaver("shared-2-flat")[[0, 1]], [(0.95 - 1) * v0 + d * (10 - v0), 10 - v0])
 
 
 def test_others_leaves_the_rows_own_outcome_out_of_its_baseline():

@@ -46,3 +46,34 @@ def test_one_draw_scores_the_truth_as_one_and_every_estimator():
     out = ct.draw("tree", 0, ct.baselines()[:2], n_tasks=2, group_size=4, eta=1.0)
     assert out["truth"][0] == 1.0 and out["truth"][1] > 0
     assert set(out) >= {"grpo", "grpo mean", "_stats"}
+
+
+def test_within_task_figures_are_each_tasks_own():
+    """A draw of one task: the within-task figures are the pooled ones (one task's rows, one
+    task's step); with more tasks they differ, and the truth scores 1 on both correlations."""
+    est = ct.baselines()[:1]
+    one = ct.draw("house", 3, est, n_tasks=1, group_size=4, eta=1.0)
+    assert one["grpo"][0] == pytest.approx(one["grpo"][2])
+    assert one["grpo"][1] == pytest.approx(one["grpo"][3])
+    many = ct.draw("house", 3, est, n_tasks=4, group_size=4, eta=1.0)
+    assert many["truth"][0] == many["truth"][2] == pytest.approx(1.0)
+    assert many["truth"][3] > 0 and many["grpo"][1] != pytest.approx(many["grpo"][3])
+
+
+def test_the_alfworld_shape_is_the_rare_win_regime_it_stands_for():
+    """Most groups of 8 never win, a third or more of the actions are invalid, 30-50 steps."""
+    rng = np.random.default_rng(0)
+    tasks = [ct.alfworld(rng) for _ in range(30)]
+    assert all(30 <= t.horizon <= 50 for t in tasks)
+    out = [ct.draw("alfworld", s, [], n_tasks=4, group_size=8, eta=1.0) for s in range(6)]
+    stats = ct.shape_stats({"alfworld": out})["alfworld"]
+    assert stats["invalid"] >= 1 / 3 and stats["groups_without_a_win"] > 0.5
+    assert stats["win_rate"] < 0.15
+
+
+def test_real_rollout_statistics_are_read_from_the_recorded_runs():
+    real = ct.real_stats()
+    assert len(real) == len(ct.REAL_RUNS)
+    for x in real.values():
+        assert 0 < x["shared"] <= 1 and 0 <= x["invalid"] <= 1 and 0 <= x["win_rate"] <= 1
+        assert x["iterations"] >= 1
