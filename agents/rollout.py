@@ -88,6 +88,11 @@ class StepRow:
 #: The names :meth:`StepTable.column` reads: every :class:`StepRow` field, and ``prompt``.
 COLUMNS: tuple[str, ...] = (*(f.name for f in fields(StepRow)), "prompt")
 _OBJECT_COLUMNS = frozenset({"request", "prompt", "token_ids", "logprobs", "prompt_token_ids"})
+_EMPTY_DTYPES: dict[str, type] = {
+    f.name: {"int": np.int64, "str": np.str_, "bool": np.bool_, "float": np.float64}[str(f.type)]
+    for f in fields(StepRow) if str(f.type) in ("int", "str", "bool", "float")}
+"""The dtype of a scalar column with no rows (numpy would make every empty one float64, and
+joining it with other tables would turn their flags and texts into numbers)."""
 
 
 @dataclass
@@ -118,6 +123,8 @@ class StepTable:
         if name not in COLUMNS:
             raise KeyError(f"no column {name!r}; the columns are {list(COLUMNS)}")
         values = [getattr(r, name) for r in self.rows]
+        if not values and dtype is None:
+            dtype = _EMPTY_DTYPES.get(name)
         if name in _OBJECT_COLUMNS or (dtype is not None and np.dtype(dtype) == object):
             # fromiter, not asarray: lists of one length would become a 2-d array.
             return np.fromiter(values, dtype=object, count=len(values))

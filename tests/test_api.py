@@ -264,6 +264,58 @@ def test_a_session_keeps_the_step_limit_it_asked_for(client, shop):
     assert post(client, "sessions", {"goal": 2, "max_steps": None})[1]["max_steps"] == 15
 
 
+@pytest.mark.parametrize("limit", [1, 2, 15])
+def test_a_session_is_truncated_at_exactly_its_step_limit(client, shop, limit):
+    """Step ``max_steps - 1`` leaves the session open, step ``max_steps`` ends it (valid
+    actions or not, the smallest limit too), and the step after is the no-op of an ended
+    episode that still counts ``max_steps``."""
+    code, out = post(client, "sessions", {"goal": 2, "max_steps": limit})
+    assert code == 201 and (out["steps"], out["max_steps"], out["truncated"]) == (0, limit, False)
+    token = out["session"]
+    for t in range(1, limit + 1):
+        out = step(client, token, "click[nothing]" if t % 2 else "search[socks]")
+        token = out["session"]
+        assert (out["steps"], out["truncated"], out["done"]) == (t, t == limit, False), t
+    after = step(client, token, f"search[{shop.goals[2].name}]")
+    assert (after["steps"], after["truncated"], after["reward"]) == (limit, True, 0.0)
+    assert after["info"]["action_valid"] is False
+    assert after["info"]["feedback"] == (f"The episode is over (truncated after {limit} "
+                                         "steps): open a new session.")
+
+
+def test_the_largest_step_limit_is_taken_and_one_more_is_a_clear_400(client):
+    from gagpo.servers.webshop.limits import MAX_SESSION_STEPS
+
+    code, out = post(client, "sessions", {"goal": 2, "max_steps": MAX_SESSION_STEPS})
+    assert code == 201 and (out["max_steps"], out["truncated"]) == (MAX_SESSION_STEPS, False)
+    out = step(client, out["session"], "click[nothing]")
+    assert (out["steps"], out["max_steps"], out["truncated"]) == (1, MAX_SESSION_STEPS, False)
+    for bad in (MAX_SESSION_STEPS + 1, 0, [3], {"max_steps": 3}, ""):
+        code, out = post(client, "sessions", {"goal": 2, "max_steps": bad})
+        assert (code, out) == (400, {"error": "'max_steps' must be an integer in "
+                                              f"1..{MAX_SESSION_STEPS} or null"}), bad
+
+
+def test_a_token_holds_a_step_count_within_its_limit_only(client, shop):
+    """What a token may carry (even one signed with the secret): 0 <= steps <= max_steps and
+    1 <= max_steps <= MAX_SESSION_STEPS, integers; anything else is a bad token (404 from
+    the API), never a session past its own end or with a limit no request could ask for."""
+    from gagpo.servers.webshop.limits import MAX_SESSION_STEPS
+    from gagpo.servers.webshop.web.tokens import Session, decode_session, encode_session
+
+    state = shop.initial_state(2)
+    for steps, limit in ((0, 1), (1, 1), (14, 15), (MAX_SESSION_STEPS, MAX_SESSION_STEPS)):
+        session = Session(state, steps, limit)
+        assert decode_session(encode_session(session, SECRET), SECRET, shop) == session
+    for steps, limit in ((2, 1), (16, 15), (-1, 15), (0, 0), (0, MAX_SESSION_STEPS + 1),
+                         (True, 15), (1, 15.0)):
+        token = encode_session(Session(state, steps, limit), SECRET)
+        with pytest.raises(BadToken, match="the step count must be in 0..limit"):
+            decode_session(token, SECRET, shop)
+        code, out = post(client, "sessions/step", {"session": token, "action": "click[x]"})
+        assert code == 404 and out["error"].startswith("bad session token"), (steps, limit)
+
+
 def test_token_round_trip(shop):
     state = shop.initial_state(1)
     for action in ("search[blue cotton dress]", "click[next >]"):

@@ -20,6 +20,7 @@ import numpy as np
 import pytest
 
 from gagpo.evaluate import (
+    bootstrap_interval,
     episode_ratio_interval,
     format_table,
     held_out_lines,
@@ -255,6 +256,73 @@ def test_summarise_step_rate_intervals_resample_episodes_not_steps():
                       episode("a", True, 1.0, 2), episode("b", True, 1.0, 4, invalid=1)])
     assert rows["all"]["admissible_ci95"] == list(episode_ratio_interval(
         [4, 2, 3], [10, 2, 4], n_boot=10_000, seed=0))  # gagpo compare's, the same way
+
+
+def _binomial_cdf(k: int, n: int) -> float:
+    """P(X <= k) for X ~ Binomial(n, 1/2)."""
+    return sum(math.comb(n, i) for i in range(k + 1)) / 2**n
+
+
+def test_the_step_rate_interval_is_the_2_5_and_97_5_percentiles_over_resampled_episodes():
+    """16 one-step episodes, 8 good and 8 bad: a resample of 16 episodes holds X ~
+    Binomial(16, 1/2) good ones, so its rate is X / 16 exactly, and the interval's ends are
+    X's 2.5% and 97.5% quantiles, 4/16 and 12/16 (P(X <= 3) = 0.011 < 0.025 < P(X <= 4) =
+    0.038): a 90% interval would be [5/16, 11/16], a 98% one [3/16, 13/16]. Far from any
+    jump of the distribution, so the same for any seed."""
+    assert _binomial_cdf(3, 16) < 0.015 and 0.035 < _binomial_cdf(4, 16) < 0.05 < \
+        _binomial_cdf(5, 16)
+    good, steps = [1] * 8 + [0] * 8, [1] * 16
+    for seed in (0, 1):
+        assert episode_ratio_interval(good, steps, n_boot=10_000, seed=seed) == (0.25, 0.75)
+    rows = summarise([episode("a", True, 1.0, 1, malformed=i % 2, invalid=i % 2)
+                      for i in range(16)])
+    assert rows["all"]["well_formed_ci95"] == rows["all"]["admissible_ci95"] == [0.25, 0.75]
+
+
+def test_the_step_rate_interval_resamples_each_episodes_good_steps_with_its_length():
+    """8 one-step good episodes and 8 three-step bad ones: a resample with X good episodes
+    has the rate X / (X + 3 (16 - X)), pairing each episode's good steps with its own length,
+    so the interval is [4/40, 12/24]; averaging the episodes' own rates would give [0.25,
+    0.75], and drawing good steps and lengths apart another interval."""
+    good, steps = [1] * 8 + [0] * 8, [1] * 8 + [3] * 8
+    lo, hi = episode_ratio_interval(good, steps, n_boot=10_000, seed=0)
+    assert (lo, hi) == pytest.approx((4 / 40, 12 / 24), abs=1e-12)
+    rows = summarise([episode("a", True, 1.0, 1)] * 8
+                     + [episode("a", False, 0.0, 3, invalid=3)] * 8)
+    assert rows["all"]["admissible"] == pytest.approx(8 / 32)
+    assert rows["all"]["admissible_ci95"] == pytest.approx([0.1, 0.5], abs=1e-12)
+    assert rows["all"]["well_formed_ci95"] == [1.0, 1.0]
+
+
+def test_step_rate_intervals_of_one_episode_or_equal_episodes_have_zero_width():
+    assert episode_ratio_interval([3], [4], n_boot=1000, seed=0) == (0.75, 0.75)
+    assert episode_ratio_interval([3] * 7, [4] * 7, n_boot=1000, seed=3) == (0.75, 0.75)
+    one = summarise([episode("a", True, 1.0, 4, invalid=1, malformed=2)])["all"]
+    assert (one["admissible_ci95"], one["well_formed_ci95"]) == ([0.75, 0.75], [0.5, 0.5])
+    with pytest.raises(ValueError, match="at least one unit"):
+        episode_ratio_interval([], [], n_boot=1000, seed=0)
+
+
+def test_resamples_with_no_step_are_left_out_of_the_interval():
+    """An episode of no steps (lost at once) has no rate: a resample of only such episodes
+    has none either (NaN) and is left out; every other resample here has the rate 1/2."""
+    assert episode_ratio_interval([0, 1], [0, 2], n_boot=1000, seed=0) == (0.5, 0.5)
+
+
+def test_bootstrap_draws_n_boot_resamples_of_n_units_each_with_every_unit_possible():
+    """Each resample draws its n units uniformly from all n, with replacement (the first
+    unit drawn takes the values 0..2 alike: the interval of its index is [0, 2]), and there
+    are n_boot of them, also when many units make it draw them in chunks."""
+    assert bootstrap_interval(3, lambda idx: idx[:, 0], n_boot=2000, seed=0) == (0.0, 2.0)
+    shapes = []
+
+    def statistic(idx):
+        shapes.append(idx.shape)
+        return idx.mean(axis=1)
+
+    bootstrap_interval(400_000, statistic, n_boot=12, seed=0)  # 5 resamples a chunk
+    assert len(shapes) > 1 and {s[1] for s in shapes} == {400_000}
+    assert sum(s[0] for s in shapes) == 12
 
 
 def test_summarise_intervals_stay_within_0_and_1():

@@ -3,6 +3,7 @@ with the parameters the trainer had, for runs that finished and runs that are no
 
 import contextlib
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -223,6 +224,83 @@ def test_resume_refuses_a_checkpoint_whose_weights_do_not_fit(tmp_path, real_run
                           }[what]):
         train(_tiny_cfg(run, iterations=2, resume=True))
     assert (run / "metrics.jsonl").read_text() == before  # nothing trained
+
+
+def _with_last_misfit(weights: dict) -> tuple[dict, str, tuple, tuple]:
+    """``weights`` with the last (sorted) non-square matrix transposed: as many values, in
+    the shape another model's (other head counts) would have, where only a whole-model
+    check of every tensor's shape sees it."""
+    name = [n for n in sorted(weights) if weights[n].ndim == 2
+            and weights[n].shape[0] != weights[n].shape[1]][-1]
+    assert name == "model.layers.1.self_attn.v_proj.weight"  # not the first one checked
+    shape = tuple(weights[name].shape)
+    return {**weights, name: weights[name].t().contiguous()}, name, shape[::-1], shape
+
+
+def test_export_and_resume_refuse_another_shape_of_the_same_size_in_the_last_parameter(
+        tmp_path, capsys, real_checkpoint, real_run):
+    """Both readers of a checkpoint refuse it, each with the same clear message, when the
+    shape of any of its tensors differs from the model's (here the last one checked, of as
+    many values): no traceback, no model folder, nothing trained."""
+    weights, name, wrong, right = _with_last_misfit(real_checkpoint["model"])
+    why = f"parameters of another shape, e.g. {name} {wrong} where the model has {right}"
+    made = _run_with(tmp_path, _changed(real_checkpoint, model=weights))
+    assert main(["export", str(made), "--out", str(tmp_path / "x")]) == 2
+    err = capsys.readouterr().err
+    assert f"checkpoint.pt does not fit tiny (lora_rank 0): {why}" in err, err
+    assert not (tmp_path / "x").exists()
+
+    run = tmp_path / "run"
+    shutil.copytree(real_run, run)
+    state = torch.load(run / "checkpoint.pt", weights_only=False)
+    state["model"] = _with_last_misfit(state["model"])[0]
+    torch.save(state, run / "checkpoint.pt")
+    before = (run / "metrics.jsonl").read_text()
+    with pytest.raises(ValueError, match=r"checkpoint\.pt does not fit tiny \(lora_rank 0\): "
+                       + re.escape(why) + "$"):
+        train(_tiny_cfg(run, iterations=2, resume=True))
+    assert (run / "metrics.jsonl").read_text() == before
+
+
+def test_state_misfit_checks_every_trained_tensor_and_only_those():
+    """On a small model of its own (the frozen bias stands for a LoRA run's base weights,
+    which its checkpoint leaves out): the trained parameters with their shapes fit; a
+    missing trained one, any tensor of another shape (the last one too, or one of as many
+    values), or a name the model lacks does not, and load_full_state then loads nothing."""
+    from gagpo.distributed import load_full_state, state_misfit
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.Linear(4, 2))
+    model[1].bias.requires_grad_(False)
+    trained = {n: p.detach().clone() + 1 for n, p in model.named_parameters()
+               if p.requires_grad}
+    assert sorted(trained) == ["0.bias", "0.weight", "1.weight"]
+    assert state_misfit(model, trained) is None
+    load_full_state(model, trained)
+    assert all(torch.equal(p, trained[n]) for n, p in model.named_parameters() if n in trained)
+    bad = {
+        "0.bias": "1 trained parameters missing, e.g. 0.bias",
+        "1.weight transposed": "parameters of another shape, e.g. 1.weight (4, 2) where the "
+                               "model has (2, 4)",
+        "1.bias of another shape": "parameters of another shape, e.g. 1.bias (3,) where the "
+                                   "model has (2,)",
+        "2.weight": "1 tensors the model does not have, e.g. 2.weight",
+    }
+    for what, why in bad.items():
+        state = dict(trained)
+        if what == "0.bias":
+            del state["0.bias"]
+        elif what == "1.weight transposed":
+            state["1.weight"] = state["1.weight"].t()
+        elif what == "1.bias of another shape":
+            state["1.bias"] = torch.zeros(3)
+        else:
+            state["2.weight"] = torch.zeros(1)
+        assert state_misfit(model, state) == why, what
+        before = [p.detach().clone() for p in model.parameters()]
+        with pytest.raises(ValueError, match="^" + re.escape(why) + "$"):
+            load_full_state(model, state)
+        assert all(torch.equal(a, b) for a, b in zip(before, model.parameters(), strict=True))
 
 
 @contextlib.contextmanager
