@@ -426,8 +426,9 @@ def draw(shape: str, seed: int, estimators: list[Estimator], n_tasks: int, group
          eta: float) -> dict[str, tuple[float, ...]]:
     """{estimator name: (correlation, gain, within-task correlation, within-task gain)} on one
     batch, plus ``"truth"`` (the same four for the true advantages) and ``"_stats"``: (share of
-    rows in a state another rollout of the task visited, invalid share of rows, win rate of
-    the episodes, share of tasks whose rollouts never won).
+    rows whose step group holds another row, invalid share of rows, win rate of the episodes,
+    share of tasks whose rollouts never won, share of rows in a state another rollout of the
+    task visited).
 
     Pooled figures are over the batch's rows and one unit step of the whole batch's gradient
     (the tasks' scales matter); within-task ones are each task's own: the correlation over
@@ -480,8 +481,11 @@ def draw(shape: str, seed: int, estimators: list[Estimator], n_tasks: int, group
     pairs = np.unique(np.stack([batch["group"], batch["key"]]), axis=1, return_inverse=True)[1]
     shared = float((sizes[pairs.reshape(-1)] > 1).mean())
     won = [np.bincount(r.traj, weights=r.reward >= WIN, minlength=group_size) > 0 for r in parts]
+    met = compute_advantages("grpo", **{k: batch[k] for k in ("group", "trajectory", "step",
+                                                               "key", "reward")},
+                             return_details=True)[1]["met_fraction"]
     out["_stats"] = (shared, float((batch["penalty"] > 0).mean()), float(np.mean(won)),
-                     float(np.mean([not w.any() for w in won])))
+                     float(np.mean([not w.any() for w in won])), met)
     return out
 
 
@@ -612,12 +616,20 @@ def table(results: dict[str, list[dict]], estimators: list[Estimator],
           within: bool = False) -> str:
     """Correlation | gain share per shape, pooled (or ``within`` each task)."""
     rng = np.random.default_rng(1)
-    shapes = list(results)
+    return figures_table({s: {e.name: figures(d, e.name, rng) for e in estimators}
+                          for s, d in results.items()}, [e.name for e in estimators], within)
+
+
+def figures_table(held: dict[str, dict[str, Figures]], names: list[str],
+                  within: bool = False) -> str:
+    """The Markdown table of ``held[shape][name]``'s figures for ``names`` (also what
+    ``python -m benchmarks.figures`` makes from ``credit_truth.json``)."""
+    shapes = list(held)
     head = "| estimator | " + " | ".join(f"{s}: corr | {s}: gain share" for s in shapes) + " |"
     lines = [head, "|---" * (1 + 2 * len(shapes)) + "|"]
-    for est in estimators:
-        cells = " | ".join(figures(results[s], est.name, rng).cells(within) for s in shapes)
-        lines.append(f"| {est.name} | {cells} |")
+    for name in names:
+        cells = " | ".join(held[s][name].cells(within) for s in shapes)
+        lines.append(f"| {name} | {cells} |")
     return "\n".join(lines)
 
 
@@ -626,21 +638,24 @@ def shape_stats(results: dict[str, list[dict]]) -> dict[str, dict[str, float]]:
     share, the win rate, the share of groups without a win; and the true gain per draw."""
     out = {}
     for s, d in results.items():
-        shared, invalid, win, no_win = np.array([x["_stats"] for x in d]).mean(axis=0)
-        out[s] = {"shared": float(shared), "invalid": float(invalid), "win_rate": float(win),
-                  "groups_without_a_win": float(no_win),
+        shared, invalid, win, no_win, met = np.array([x["_stats"] for x in d]).mean(axis=0)
+        out[s] = {"shared": float(shared), "met": float(met), "invalid": float(invalid),
+                  "win_rate": float(win), "groups_without_a_win": float(no_win),
                   "true_gain": float(np.mean([x["truth"][1] for x in d]))}
     return out
 
 
 def stats_table(stats: dict[str, dict[str, float]], real: dict[str, dict[str, float]]) -> str:
-    lines = ["| shape | rows in a shared state | invalid rows | win rate | groups without a win "
-             "| true gain per draw |", "|---|---|---|---|---|---|"]
+    lines = ["| shape | rows in a shared state | rows in a state another rollout visited "
+             "| invalid rows | win rate | groups without a win | true gain per draw |",
+             "|---|---|---|---|---|---|---|"]
     for s, x in stats.items():
-        lines.append(f"| {s} | {x['shared']:.1%} | {x['invalid']:.1%} | {x['win_rate']:.1%} | "
-                     f"{x['groups_without_a_win']:.1%} | {x['true_gain']:.4f} |")
+        lines.append(f"| {s} | {x['shared']:.1%} | {x['met']:.1%} | {x['invalid']:.1%} | "
+                     f"{x['win_rate']:.1%} | {x['groups_without_a_win']:.1%} | "
+                     f"{x['true_gain']:.4f} |")
     for s, x in real.items():
-        lines.append(f"| real: {s} | {x['shared']:.1%} | {x['invalid']:.1%} | "
+        met = f"{x['met']:.1%}" if "met" in x else "not logged"
+        lines.append(f"| real: {s} | {x['shared']:.1%} | {met} | {x['invalid']:.1%} | "
                      f"{x['win_rate']:.1%} | - | - |")
     return "\n".join(lines)
 
@@ -669,6 +684,8 @@ def real_stats() -> dict[str, dict]:
                           "invalid": float(np.mean([r["train/invalid_rate"] for r in rows])),
                           "win_rate": float(np.mean([r["train/success"] for r in rows])),
                           "iterations": len(rows)}
+            if all("state/met_fraction" in r for r in rows):  # logged since 2026-12
+                out[label]["met"] = float(np.mean([r["state/met_fraction"] for r in rows]))
     return out
 
 

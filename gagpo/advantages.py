@@ -379,6 +379,16 @@ class Steps:
         return np.bincount(self.traj, weights=self.reward, minlength=self.n_traj)
 
     @cached_property
+    def others_count(self) -> np.ndarray:
+        """Number of the group's other trajectories that visited each row's state."""
+        pair = np.unique(self.state.astype(np.int64) * self.n_traj + self.traj,
+                         return_inverse=True)[1].reshape(-1)  # (state, trajectory) ids
+        state_of_pair = np.zeros(pair.max(initial=-1) + 1, np.int64)
+        state_of_pair[pair] = self.state
+        trajectories = np.bincount(state_of_pair, minlength=self.state.max(initial=-1) + 1)
+        return trajectories[self.state] - 1
+
+    @cached_property
     def state_size(self) -> np.ndarray:
         """Number of rows in each row's step group."""
         return np.bincount(self.state)[self.state]
@@ -490,19 +500,15 @@ def gae(steps: Steps, V: np.ndarray, gamma: float, lam: float) -> np.ndarray:
     return steps.backward(delta, gamma * lam)
 
 
-def others_value(steps: Steps, G: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def others_value(steps: Steps, G: np.ndarray) -> np.ndarray:
     """Leave-one-out grouped value: mean G_t over the rows of the group's *other* trajectories
-    in the row's state, and how many other trajectories visited that state."""
+    in the row's state (0 where none)."""
     pair = np.unique(steps.state.astype(np.int64) * steps.n_traj + steps.traj,
                      return_inverse=True)[1].reshape(-1)  # (state, trajectory) ids
     total, count = np.bincount(steps.state, weights=G)[steps.state], steps.state_size
     own_total = np.bincount(pair, weights=G)[pair]
-    own_count = np.bincount(pair)[pair]
-    others = count - own_count
-    first_of_pair = np.zeros(pair.max(initial=-1) + 1, np.int64)
-    first_of_pair[pair] = steps.state
-    trajs_in_state = np.bincount(first_of_pair, minlength=steps.state.max(initial=-1) + 1)
-    return (total - own_total) / np.maximum(others, 1), trajs_in_state[steps.state] - 1
+    others = count - np.bincount(pair)[pair]
+    return (total - own_total) / np.maximum(others, 1)
 
 
 @register_estimator("gagpo")
@@ -512,12 +518,11 @@ def gagpo(steps: Steps, opts: Options) -> np.ndarray:
     the penalty enters and whether an episode term is added (see :class:`GagpoVariant`)."""
     v = GAGPO_VARIANTS[opts.gagpo_variant]
     G = steps.returns(opts.gamma)
-    V_others, n_others = others_value(steps, G)
-    seen_by_others = n_others >= v.min_others
+    seen_by_others = steps.others_count >= v.min_others
     if v.value == "group":
         V = segment_mean(G, steps.state)[steps.state]
     else:
-        V = np.where(seen_by_others, V_others, G)
+        V = np.where(seen_by_others, others_value(steps, G), G)
     if v.unshared == "own":  # V = G_t where no other row (trajectory) has the state: no credit
         lam = np.full(steps.n, opts.lam)
     else:
@@ -613,7 +618,9 @@ def compute_advantages(
         ``advantages`` (float64, the caller's row order), or ``(advantages, details)`` with
         ``details``: ``"returns"`` G_t per row, ``"value"`` V(s_t) per row (GAGPO's grouped
         value proxy, computed whatever the method), ``"state_group_size"`` per row,
-        ``"shared_fraction"``, the share of rows whose step group has more than one row, and,
+        ``"shared_fraction"``, the share of rows whose step group has more than one row,
+        ``"met_fraction"``, the share of rows in a state another trajectory of the group
+        visited (a revisit by the row's own trajectory does not count), and,
         when ``value`` is given, ``"value_target"``: the critic's regression target, the
         lambda-return GAE(V) + V per row (no penalty, no normalisation).
 
@@ -644,6 +651,7 @@ def compute_advantages(
         "value": steps.unsort(steps.state_value(gamma)),
         "state_group_size": steps.unsort(steps.state_size),
         "shared_fraction": float((steps.state_size > 1).mean()) if steps.n else 0.0,
+        "met_fraction": float((steps.others_count > 0).mean()) if steps.n else 0.0,
     }
     if steps.value is not None:
         details["value_target"] = steps.unsort(gae(steps, steps.value, gamma, lam) + steps.value)

@@ -134,3 +134,23 @@ def step_advantages(steps: StepColumns, settings: CreditSettings, rewards: np.nd
         lam=lam, norm=norm, omega=settings.omega, episode_stats=settings.episode_stats,
         gagpo_variant=settings.gagpo_variant, penalty=penalty, value=values,
         return_details=True)
+
+
+PARTED_BELOW = 0.75
+"""A share of steps in a state another rollout of their group visited
+(``state/met_fraction``) below which rollouts part and rarely meet again: set between the
+ground-truth study's ``tree`` shape, where GiGPO's gain share stays ahead of GAGPO's, and the
+nearest shape where GAGPO leads (``dag``; both shares in
+``benchmarks/results/credit_truth/report.txt``, the reading in ``docs/algorithms.md``)."""
+
+
+def estimator_advice(settings: CreditSettings, met_fraction: float) -> str | None:
+    """What the ground-truth study recommends for a run in which ``met_fraction`` of the steps
+    are in a state another rollout of their group visited, or None where the run's estimator
+    is the one it recommends."""
+    if settings.algo != "gagpo" or met_fraction >= PARTED_BELOW:
+        return None
+    return (f"note: {met_fraction:.0%} of this iteration's steps are in a state another "
+            "rollout of their group visited: the rollouts part and rarely meet again, where the "
+            "ground-truth study found GiGPO's policy-gradient direction better than GAGPO's "
+            f"(below {PARTED_BELOW:.0%}; docs/algorithms.md): consider --algo gigpo")

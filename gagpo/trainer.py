@@ -246,6 +246,8 @@ class RankStats:
     steps: int
     shared_steps: int
     """Steps whose step group (same group, same state) holds more than one step."""
+    met_steps: int
+    """Steps in a state that another trajectory of the group visited."""
     invalid_steps: int
     """Steps whose reply was malformed or whose action the env rejected."""
     update: UpdateStats
@@ -272,6 +274,7 @@ def iteration_metrics(parts: list[RankStats], mine: RankStats, timed: TimedPolic
         "adv/std": float(all_adv.std()), "adv/iqr": float(q75 - q25),
         "adv/abs_mean": float(np.abs(all_adv).mean()) if len(all_adv) else 0.0,
         "state/shared_fraction": sum(p.shared_steps for p in parts) / n_rows,
+        "state/met_fraction": sum(p.met_steps for p in parts) / n_rows,
         **{f"loss/{f.name}": float(np.mean([getattr(p.update, f.name) for p in parts]))
            for f in fields(UpdateStats)},
         **({f"critic/{f.name}": float(np.mean([getattr(p.critic, f.name) for p in parts]))
@@ -567,6 +570,7 @@ class Learned:
         return RankStats(
             episodes=table.episodes(), advantages=self.advantages.tolist(),
             steps=len(self.steps), shared_steps=int((self.details["state_group_size"] > 1).sum()),
+            met_steps=round(self.details["met_fraction"] * len(self.steps)),
             invalid_steps=int((~step_credit.valid_steps(self.steps)).sum()), update=self.update,
             critic=self.critic, logprob_gap=self.logprob_gap)
 
@@ -719,6 +723,9 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
             metrics = iteration_metrics(gather_objects(mine, world), mine, timed, t_rollout,
                                         learned.seconds)
             save_steps(run, it, learned)
+            advice = step_credit.estimator_advice(cfg.credit(), metrics["state/met_fraction"])
+            if it == start and rank == 0 and advice:
+                print(advice, flush=True)
             last = it + 1 == cfg.iterations
             # --max-minutes: stop here, checkpoint written, when any rank is past the limit.
             stop = not last and cfg.max_minutes > 0 and all_reduce_max(

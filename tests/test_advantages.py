@@ -864,6 +864,21 @@ def test_a_state_two_rollouts_share_needs_a_third_under_shared_2():
     close(leaver("shared-2-flat")[[0, 1]], [(0.95 - 1) * v0 + d * (10 - v0), 10 - v0])
 
 
+def test_met_fraction_counts_states_another_trajectory_visited_not_revisits():
+    # LEAVER: s0 (3 trajectories) and A (traj 0 and 2) are met; B and C only by traj 1.
+    details = compute_advantages("gagpo", **LEAVER, return_details=True)[1]
+    assert details["met_fraction"] == pytest.approx(5 / 7)
+    # traj 1 stays in C for two more steps (invalid actions): its step group grows, its
+    # states are still nobody else's.
+    table = {k: list(v) for k, v in LEAVER.items()}
+    for k, v in (("group", 0), ("trajectory", 1), ("key", "C"), ("reward", 0)):
+        table[k] += [v, v]
+    table["step"] += [3, 4]
+    details = compute_advantages("gagpo", **table, return_details=True)[1]
+    assert details["met_fraction"] == pytest.approx(5 / 9)
+    assert details["shared_fraction"] == pytest.approx(8 / 9)
+
+
 def test_others_leaves_the_rows_own_outcome_out_of_its_baseline():
     # V(s0) for traj 0 = mean G of traj 1 and 2 = 0; V(A) for traj 0 = G of traj 2 = 0.
     a = leaver("others")

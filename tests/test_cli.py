@@ -199,3 +199,19 @@ def test_view_on_a_port_in_use_is_a_clear_error(tmp_path, capsys):
                               f"port {port} is in use")
     assert "--port" in out.err and "Traceback" not in out.err + out.out
     assert "gagpo view:" not in out.out  # no banner for a server that never listened
+
+
+def test_a_run_whose_rollouts_never_meet_is_told_what_the_study_recommends(tmp_path, capsys):
+    """One rollout per group: no step shares a state with another, the tree-like regime where
+    the ground-truth study found GiGPO ahead; gagpo train says so once, and not for GiGPO."""
+    from gagpo.step_credit import PARTED_BELOW
+
+    base = ["train", "--model", "tiny", "--n-groups", "2", "--group-size", "1", "--max-steps",
+            "3", "--max-new-tokens", "8", "--history-length", "0", "--eval-episodes", "0",
+            "--iterations", "2", "--no-tensorboard", "--no-progress"]
+    assert main([*base, "--out-dir", str(tmp_path / "gagpo")]) == 0
+    out = capsys.readouterr().out
+    assert out.count("consider --algo gigpo") == 1
+    assert f"(below {PARTED_BELOW:.0%}; docs/algorithms.md)" in out
+    assert main([*base, "--algo", "gigpo", "--out-dir", str(tmp_path / "gigpo")]) == 0
+    assert "consider --algo" not in capsys.readouterr().out

@@ -70,21 +70,23 @@ def test_iteration_metrics_combine_the_ranks_shares():
     from gagpo.trainer import RankStats, TimedPolicy, UpdateStats, iteration_metrics
 
     def share(won: bool, adv: list[float], invalid: int, grad_norm: float,
-              gap: tuple[float, int]) -> RankStats:
+              gap: tuple[float, int], met: int) -> RankStats:
         update = UpdateStats(pg_loss=0.5, kl=0.0, entropy=1.0, clip_frac=0.0, ratio_mean=1.0,
                              grad_norm=grad_norm, padded_tokens=200.0)
         return RankStats(episodes=[{"won": won, "score": float(won), "length": len(adv)}],
-                         advantages=adv, steps=len(adv), shared_steps=1, invalid_steps=invalid,
+                         advantages=adv, steps=len(adv), shared_steps=1, met_steps=met,
+                         invalid_steps=invalid,
                          update=update, critic=None, logprob_gap=gap)
 
-    first = share(True, [1.0, -1.0], 1, 2.0, (0.3, 3))
-    mine = share(False, [0.5, 0.5, 0.0, -1.0], 0, 4.0, (0.1, 1))
+    first = share(True, [1.0, -1.0], 1, 2.0, (0.3, 3), met=0)
+    mine = share(False, [0.5, 0.5, 0.0, -1.0], 0, 4.0, (0.1, 1), met=3)
     timed = TimedPolicy(policy=None)
     timed.seconds, timed.tokens = 2.0, 10
     m = iteration_metrics([first, mine], mine, timed, t_rollout=3.0, t_update=0.5)
     assert (m["train/success"], m["train/episode_length"], m["steps"]) == (0.5, 3.0, 6)
     assert m["train/invalid_rate"] == pytest.approx(1 / 6)
     assert m["state/shared_fraction"] == pytest.approx(2 / 6)
+    assert m["state/met_fraction"] == pytest.approx(3 / 6)
     assert m["adv/abs_mean"] == pytest.approx(4.0 / 6)
     assert {k for k in m if k.startswith("loss/")} == {f"loss/{f.name}"
                                                         for f in fields(UpdateStats)}

@@ -297,6 +297,7 @@ def test_verl_step_gets_the_advantages_gagpo_train_computes(rollout, algo, varia
     assert metrics["gagpo/episodes"] == len(rollout["uids"]) * G
     assert metrics["gagpo/failed_episodes"] == 0
     assert 0 < metrics["gagpo/invalid_rate"] < 1
+    assert 0 < metrics["gagpo/met_fraction"] <= metrics["gagpo/shared_fraction"] <= 1
 
 
 @needs_verl

@@ -92,6 +92,7 @@ def step_advantages(keys: list[str], records: list[Any], is_padding: list[bool],
         adv, details = step_credit.step_advantages(table, credit, rewards, penalty)
         advantages[[real[j] for j in rows]] = adv
         metrics["gagpo/shared_fraction"] = float(details["shared_fraction"])
+        metrics["gagpo/met_fraction"] = float(details["met_fraction"])
         metrics["gagpo/advantage_mean"] = float(adv.mean())
         metrics["gagpo/advantage_std"] = float(adv.std())
     return advantages, metrics
