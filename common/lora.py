@@ -233,12 +233,13 @@ def folded_lora_update(model: Any) -> Iterator[None]:
     of their backward products. The fold is made again after each optimizer step (the
     adapters' version counters say when). Holds a copy of every adapted weight. In float32:
     under autocast, and with adapters disabled (a KL reference pass), layers run as peft runs
-    them. On exit every layer is peft's again. A model without adapters is left as it is."""
+    them. On exit every layer is peft's again (nested, the outer context's layers stay folded
+    until it exits). A model without adapters is left as it is."""
     patched = []
     try:
         for layer in _lora_layers(model):
             name = _folds(layer)
-            if name is None:
+            if name is None or "forward" in vars(layer):  # folded already (an outer context)
                 continue
             fold, peft_forward = _Fold(layer, name), layer.forward
 

@@ -79,7 +79,7 @@ def reply_logprobs(
     if temperature != 1.0:
         logits = logits / temperature
     logp_all = F.log_softmax(logits, dim=-1)
-    target = ids[:, -T:]
+    target = ids[:, ids.shape[1] - T:]  # (not ids[:, -T:]: with T = 0 that is every column)
     logp = logp_all.gather(-1, target[:, :, None])[:, :, 0]
     lengths = torch.tensor([len(r) for r in replies], device=device)
     mask = (torch.arange(T, device=device)[None] >= (T - lengths)[:, None]).float()

@@ -186,6 +186,12 @@ def update(model: Any, ref_model: Any | None, optimizer: torch.optim.Optimizer,
     :meth:`gagpo.passes.Passes.choose` chooses for ``model``), gradients summed over
     ``compute.world`` ranks."""
     batch = UpdateBatch.of(batch)
+    short = [i for i, (lp, r) in enumerate(zip(batch.old_logp, batch.reply, strict=True))
+             if len(lp) != len(r)]
+    if short:  # right-aligned, each token's ratio would be taken against another's log-prob
+        raise ValueError(f"old_logp of row {short[0]} has {len(batch.old_logp[short[0]])} "
+                         f"log-probs for a reply of {len(batch.reply[short[0]])} tokens "
+                         f"({len(short)} such rows): one per reply token")
     passes = passes or Passes.choose(model, cfg, compute)
     loss_cfg = LossConfig(ratio_level=cfg.resolved_ratio_level(), clip_eps=cfg.clip_eps,
                           clip_eps_high=cfg.clip_eps_high, dual_clip=cfg.dual_clip,

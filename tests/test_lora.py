@@ -6,6 +6,7 @@ product, with the same result."""
 
 import contextlib
 
+import pytest
 import torch
 from peft import LoraConfig, get_peft_model
 
@@ -502,3 +503,194 @@ def test_the_embeddings_train_at_their_own_rate_where_one_is_given():
     assert adapters and max(adapters) > 0.9e-3
     with pytest.raises(ValueError, match="--embeddings-lr"):
         TrainConfig(model="tiny", lora_rank=4, embeddings_lr=1e-5)
+
+
+# -- the update's LoRA contexts give the model back as it was, whatever happens inside -------
+
+
+def _frozen(model) -> dict[str, torch.Tensor]:
+    return {n: p for n, p in model.named_parameters() if not p.requires_grad}
+
+
+def _assert_frozen_as_before(model, frozen: dict, before: dict) -> None:
+    """Every frozen weight the very tensor it was, bit for bit, still frozen."""
+    now = _frozen(model)
+    assert now.keys() == frozen.keys()
+    for n, p in frozen.items():
+        assert now[n] is p and p.dtype == before[n].dtype and torch.equal(p, before[n]), n
+
+
+def _with_steps(model, fold: bool, epochs: int = 2) -> None:
+    """Two updates of two optimizer steps each, each update in its own context (as the
+    trainer's iterations run them). AdamW with weight decay over every parameter: a frozen
+    weight that got a gradient (even a zero one) would move."""
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2, weight_decay=0.1)
+    adapters = set(_adapters(model))
+    for _ in range(epochs):
+        with folded_lora_update(model) if fold else contextlib.nullcontext():
+            for _ in range(2):
+                optimizer.zero_grad(set_to_none=True)
+                _loss(model).backward()
+                # only the adapters' gradients: nothing reaches the frozen weights
+                assert {n for n, p in model.named_parameters() if p.grad is not None} \
+                    == adapters
+                optimizer.step()
+
+
+def test_a_folded_lora_update_never_touches_the_frozen_weights_and_moves_as_peft():
+    """The fold is a copy: after folded updates (each in its own context, optimizer steps
+    inside), every frozen weight is the very tensor it was, bit for bit, no gradient ever
+    reached one, the layers are peft's again, and the adapters are where unfolded updates
+    take them (up to rounding)."""
+    torch.manual_seed(0)
+    model = _lora_model()
+    frozen = _frozen(model)
+    before = {n: p.detach().clone() for n, p in frozen.items()}
+    start = {n: p.detach().clone() for n, p in _adapters(model).items()}
+    _with_steps(model, fold=True)
+    _assert_frozen_as_before(model, frozen, before)
+    assert not any("forward" in vars(m) for m in model.modules() if hasattr(m, "lora_A"))
+    torch.manual_seed(0)
+    plain = _lora_model()
+    _with_steps(plain, fold=False)
+    got, want = _adapters(model), _adapters(plain)
+    assert any(not torch.equal(got[n], start[n]) for n in got)  # the updates moved them
+    for n in want:
+        torch.testing.assert_close(got[n], want[n], rtol=1e-4, atol=1e-5, msg=n)
+
+
+def test_a_folded_lora_update_gives_peft_s_layers_back_when_its_pass_fails():
+    """An exception inside (a pass that runs out of memory, a bad batch) still gives every
+    layer its own forward back, and the model computes what it computed before."""
+    torch.manual_seed(0)
+    model = _lora_model()
+    frozen = _frozen(model)
+    before = {n: p.detach().clone() for n, p in frozen.items()}
+    with torch.no_grad():
+        want = model(input_ids=IDS).logits
+    layers = [m for m in model.modules() if hasattr(m, "lora_A")]
+    with pytest.raises(RuntimeError, match="a pass failed"), folded_lora_update(model):
+        _loss(model).backward()
+        assert all("forward" in vars(m) for m in layers)
+        raise RuntimeError("a pass failed")
+    assert not any("forward" in vars(m) for m in layers)
+    _assert_frozen_as_before(model, frozen, before)
+    with torch.no_grad():
+        assert torch.equal(model(input_ids=IDS).logits, want)
+
+
+def test_a_folded_lora_update_inside_another_is_safe():
+    """Nested (an update's pass inside another's context): the inner context's exit leaves
+    the outer one's layers folded, the outer one's exit gives peft's layers back, and the
+    adapters' gradients are peft's."""
+    torch.manual_seed(0)
+    model = _lora_model()
+    layers = [m for m in model.modules() if hasattr(m, "lora_A")]
+    _loss(model).backward()
+    want = {n: p.grad.clone() for n, p in _adapters(model).items()}
+    model.zero_grad(set_to_none=True)
+    with folded_lora_update(model):
+        with folded_lora_update(model):
+            _loss(model).backward()
+        assert all("forward" in vars(m) for m in layers)  # the outer fold still on
+    assert not any("forward" in vars(m) for m in layers)
+    for n, g in want.items():
+        torch.testing.assert_close(_adapters(model)[n].grad, g, rtol=1e-4,
+                                   atol=1e-5 * float(g.abs().max()), msg=n)
+
+
+def _casting(model) -> list[bool]:
+    return [m.cast_input_dtype_enabled for m in model.modules() if hasattr(m, "lora_A")]
+
+
+def test_lora_passes_in_gives_the_model_back_after_an_exception_and_when_nested():
+    """Inside, the frozen LoRA weights are held in the autocast dtype and only the adapters
+    train (a gradient reaches nothing else; the optimizer's parameters, read inside, are the
+    adapters); a nested use changes nothing; on exit, even through an exception, every frozen
+    weight is the very float32 tensor it was, bit for bit, and peft casts its inputs again."""
+    from gagpo.common.lora import lora_passes_in
+    from gagpo.logprobs import reply_logprobs
+
+    torch.manual_seed(0)
+    model = _lora_model()
+    frozen = _frozen(model)
+    before = {n: p.detach().clone() for n, p in frozen.items()}
+    adapters = set(_adapters(model))
+    bases = [m.get_base_layer() for m in model.modules() if hasattr(m, "lora_A")]
+    with torch.no_grad():
+        want = model(input_ids=IDS).logits
+    assert all(_casting(model))
+    with pytest.raises(RuntimeError, match="a pass failed"), \
+            lora_passes_in(model, torch.bfloat16):
+        assert all(b.weight.dtype == torch.bfloat16 for b in bases) and not any(_casting(model))
+        with lora_passes_in(model, torch.bfloat16):
+            held = [b.weight for b in bases]
+        assert [b.weight for b in bases] == held and not any(_casting(model))
+        assert {n for n, p in model.named_parameters() if p.requires_grad} == adapters
+        logp, mask, _ = reply_logprobs(model, [[5, 6, 7]], [[8, 9, 10]], pad_id=0,
+                                       autocast_dtype=torch.bfloat16)
+        (logp * mask).sum().backward()
+        assert {n for n, p in model.named_parameters() if p.grad is not None} == adapters
+        raise RuntimeError("a pass failed")
+    _assert_frozen_as_before(model, frozen, before)
+    assert all(_casting(model))
+    with torch.no_grad():
+        assert torch.equal(model(input_ids=IDS).logits, want)
+
+
+def test_lora_passes_under_autocast_see_each_optimizer_step():
+    """The casts held for the update's passes are the frozen weights' only: after an
+    optimizer step between passes, the next pass runs the stepped adapters, not a stale
+    low-precision copy of them; each pass's log-probs and the adapters after are those of
+    passes without the held casts, bit for bit."""
+    from gagpo.common.lora import lora_passes_in
+    from gagpo.logprobs import reply_logprobs
+
+    prompts, replies = [[5, 6, 7, 8], [5, 6, 7, 8]], [[9, 10, 11], [12, 13]]
+
+    def passes(hold: bool) -> tuple[list[torch.Tensor], dict[str, torch.Tensor]]:
+        torch.manual_seed(0)
+        model = _lora_model()
+        optimizer = torch.optim.SGD(_adapters(model).values(), lr=0.5)
+        seen = []
+        with lora_passes_in(model, torch.bfloat16) if hold else contextlib.nullcontext():
+            for _ in range(3):
+                optimizer.zero_grad()
+                logp, mask, _ = reply_logprobs(model, prompts, replies, pad_id=0,
+                                               autocast_dtype=torch.bfloat16)
+                (logp * mask).sum().backward()
+                optimizer.step()
+                seen.append(logp.detach())
+        return seen, {n: p.detach().clone() for n, p in _adapters(model).items()}
+
+    (held, held_adapters), (cast, cast_adapters) = passes(True), passes(False)
+    assert not torch.equal(cast[0], cast[-1])  # the steps move the log-probs
+    for k, (a, b) in enumerate(zip(held, cast, strict=True)):
+        assert torch.equal(a, b), k
+    for n in cast_adapters:
+        assert torch.equal(held_adapters[n], cast_adapters[n]), n
+
+
+def test_folded_sampling_gives_the_model_back_after_an_exception_and_when_nested():
+    """A rollout that fails inside the fold (an env error, an interrupt) still gives back the
+    frozen weights (the very tensors, frozen again) and the adapters (on again); a fold
+    inside a fold changes nothing, and the inner one's exit leaves the outer one folded."""
+    torch.manual_seed(0)
+    model = _lora_model()
+    frozen = _frozen(model)
+    before = {n: p.detach().clone() for n, p in frozen.items()}
+    trainable = set(_adapters(model))
+    layers = [m for m in model.modules() if hasattr(m, "lora_A")]
+    with torch.no_grad():
+        want = model(input_ids=IDS).logits
+        with pytest.raises(KeyboardInterrupt), folded_for_sampling(model):
+            folded = model(input_ids=IDS).logits
+            with folded_for_sampling(model):
+                assert torch.equal(model(input_ids=IDS).logits, folded)
+            assert all(m._disable_adapters for m in layers)  # the outer fold still on
+            assert torch.equal(model(input_ids=IDS).logits, folded)
+            raise KeyboardInterrupt
+        assert not any(m._disable_adapters for m in layers)
+        assert torch.equal(model(input_ids=IDS).logits, want)
+    _assert_frozen_as_before(model, frozen, before)
+    assert set(_adapters(model)) == trainable

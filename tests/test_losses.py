@@ -2,6 +2,7 @@
 
 import math
 
+import numpy as np
 import pytest
 import torch
 
@@ -455,3 +456,116 @@ def test_dual_clip_of_one_or_less_is_refused_clearly(c):
 def test_dual_clip_above_one_or_off_is_accepted():
     assert LossConfig(dual_clip=1.01).dual_clip == 1.01
     assert LossConfig(dual_clip=None).dual_clip is None
+
+
+# -- packed passes in any row order, with the odd rows; micro-batches by their contract -------
+
+# Rows that share a prompt (given apart) and rows alone, an empty reply in the shared group and
+# one alone, one-token replies, and prompts that differ from the shared one by their last token
+# or extend it (a later step's): each distinct prompt is one packed pass.
+_SHARED = [5, 6, 7, 8, 9, 10]
+_ROWS = [(_SHARED, [30, 31, 32]), ([11, 12], [40]), (_SHARED, []), ([20, 21, 22], [50, 51]),
+         (_SHARED, [33]), ([11, 12], [41, 42, 43, 44]), ([13], []), ([14, 15], [60]),
+         ([*_SHARED, 11], [36, 37]), ([*_SHARED[:-1], 99], [38])]
+
+
+def test_packed_passes_give_each_row_back_in_the_callers_order_whatever_it_is():
+    """The same rows shuffled: the packed pass gives row j the log-probs, mask and entropies
+    that the padded pass gives that row in the original order, for rows sharing a prompt and
+    rows alone, an empty reply (all mask 0) and a one-token reply; one row alone is that row's
+    own."""
+    from gagpo.agents.models import load_model
+
+    model, tok = load_model("tiny")
+    prompts, replies = [p for p, _ in _ROWS], [r for _, r in _ROWS]
+    with torch.no_grad():
+        want, want_mask, want_ent = reply_logprobs(model, prompts, replies,
+                                                   pad_id=tok.pad_token_id, temperature=0.7,
+                                                   with_entropy=True)
+        assert want.shape == (len(_ROWS), 4)
+        assert want_mask[2].sum() == want_mask[6].sum() == 0 and want_mask[1].sum() == 1
+        g = torch.Generator().manual_seed(0)
+        orders = [list(range(len(_ROWS))), list(reversed(range(len(_ROWS))))]
+        orders += [torch.randperm(len(_ROWS), generator=g).tolist() for _ in range(3)]
+        for order in orders:
+            logp, mask, ent = reply_logprobs(model, [prompts[i] for i in order],
+                                             [replies[i] for i in order],
+                                             pad_id=tok.pad_token_id, temperature=0.7,
+                                             with_entropy=True, packed=True)
+            assert torch.equal(mask, want_mask[order]), order
+            torch.testing.assert_close(logp, want[order], atol=1e-5, rtol=0, msg=str(order))
+            torch.testing.assert_close(ent * mask, want_ent[order] * want_mask[order],
+                                       atol=1e-5, rtol=0, msg=str(order))
+        for i in (0, 1, 3):  # a row alone: its own reply's length, its own values
+            n = len(replies[i])
+            logp, mask, _ = reply_logprobs(model, [prompts[i]], [replies[i]],
+                                           pad_id=tok.pad_token_id, temperature=0.7,
+                                           packed=True)
+            assert logp.shape == mask.shape == (1, n) and mask.sum() == n
+            torch.testing.assert_close(logp[0], want[i, 4 - n:], atol=1e-5, rtol=0)
+        logp, mask, _ = reply_logprobs(model, [prompts[2]], [[]], pad_id=tok.pad_token_id,
+                                       packed=True)
+        assert logp.shape == mask.shape == (1, 0)
+
+
+def test_a_padded_pass_of_empty_replies_gives_empty_rows_as_the_packed_one_does():
+    from gagpo.agents.models import load_model
+
+    model, tok = load_model("tiny")
+    for packed in (True, False):
+        logp, mask, _ = reply_logprobs(model, [[5, 6, 7], [8, 9]], [[], []],
+                                       pad_id=tok.pad_token_id, packed=packed)
+        assert logp.shape == mask.shape == (2, 0), packed
+
+
+def _packed_cost(prompts, replies, batch) -> int:
+    return (sum(len(p) for p in {tuple(prompts[i]) for i in batch})
+            + sum(len(replies[i]) for i in batch))
+
+
+def test_packed_micro_batches_keep_every_row_once_within_the_budget():
+    """Random rows (prompts drawn from a few, some shared, empty replies too) and budgets:
+    every row in exactly one micro-batch; a micro-batch over the budget is one row alone; a
+    micro-batch is cut only where the next row would not fit (or, ``one_prompt_each``, where
+    its prompt changes), and ``one_prompt_each`` holds one prompt per micro-batch."""
+    from gagpo.batching import packed_micro_batches
+
+    rng = np.random.default_rng(0)
+    for _ in range(300):
+        pool = [list(rng.integers(0, 50, rng.integers(1, 9))) for _ in range(4)]
+        n = int(rng.integers(0, 12))
+        prompts = [pool[k] for k in rng.integers(0, len(pool), n)]
+        replies = [list(range(int(k))) for k in rng.integers(0, 7, n)]
+        budget = int(rng.integers(1, 40))
+        for one in (False, True):
+            cut = packed_micro_batches(prompts, replies, budget, one_prompt_each=one)
+            case = (prompts, replies, budget, one, cut)
+            assert sorted(i for b in cut for i in b) == list(range(n)), case
+            assert all(cut), case
+            for b in cut:
+                assert _packed_cost(prompts, replies, b) <= budget or len(b) == 1, case
+                if one:
+                    assert len({tuple(prompts[i]) for i in b}) == 1, case
+            for b, after in zip(cut, cut[1:], strict=False):
+                joined = b + after[:1]
+                assert _packed_cost(prompts, replies, joined) > budget or (
+                    one and len({tuple(prompts[i]) for i in joined}) > 1), case
+
+
+def test_padded_micro_batches_keep_consecutive_rows_once_within_the_budget():
+    """Random lengths and budgets: consecutive runs covering every row once, each of rows x
+    longest within the budget unless it is one row, cut only where the next row would not
+    fit."""
+    from gagpo.batching import micro_batches
+
+    rng = np.random.default_rng(1)
+    for _ in range(300):
+        lengths = [int(k) for k in rng.integers(0, 12, rng.integers(0, 12))]
+        budget = int(rng.integers(1, 40))
+        cut = micro_batches(lengths, budget)
+        case = (lengths, budget, cut)
+        assert [i for b in cut for i in b] == list(range(len(lengths))), case
+        for b in cut:
+            assert len(b) * max(lengths[i] for i in b) <= budget or len(b) == 1, case
+        for b, after in zip(cut, cut[1:], strict=False):
+            assert (len(b) + 1) * max(lengths[i] for i in b + after[:1]) > budget, case

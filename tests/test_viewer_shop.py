@@ -437,3 +437,83 @@ def test_images_from_another_host_become_the_placeholder(src, outside):
     shown = local_images(page, "/r")
     want = "/r/static/placeholder.svg" if outside else src
     assert shown == page.replace(f'src="{src}"', f'src="{want}"')
+
+
+# -- which rollout's page, and a step that is not there -------------------------------------
+
+
+def _other_goal_rollout(shop: Shop, goal: int) -> tuple[list[StepRow], list[str], list[State]]:
+    """A few steps of another goal's episode, as rollout 1 records them: (rows, the agent's
+    HTML pages, the states at each step and after the last)."""
+    other = next(i for i in range(len(shop.goals)) if i != goal
+                 and shop.catalog.get(shop.goals[i].asin) is not None)
+    actions = _script(shop, other)[:6]
+    env = WebShopEnv(observation_mode="html", num_products=N_PRODUCTS, max_steps=100)
+    try:
+        obs, info = env.reset(options={"task": other})
+        rows, pages, states = [], [obs], [shop.initial_state(other)]
+        for t, a in enumerate(actions):
+            rows.append(StepRow(1, 1, t, info["task_id"], info["task_type"], info["state_key"],
+                                obs, None, a, a, True, True, 0.0, False, False, False, 0.0))
+            obs, _, _, _, info = env.step(a)
+            pages.append(obs)
+            states.append(shop.step(states[-1], a).state)
+    finally:
+        env.close()
+    return rows, pages, states
+
+
+def test_each_rollouts_step_links_open_that_rollouts_pages(shop, episode, tmp_path):
+    """Two rollouts of different goals in one iteration, their rows interleaved as the
+    rollout writes them: rollout 1's page of step t is the page its agent saw at t (its goal,
+    its actions), and rollout 0's pages are still its own."""
+    goal, actions, rows, pages, states = episode
+    other_rows, other_pages, other_states = _other_goal_rollout(shop, goal)
+    assert other_rows[0].task_id != rows[0].task_id
+    both = sorted(rows + other_rows, key=lambda r: (r.t, r.trajectory))
+    run = tmp_path / "two"
+    (run / "steps").mkdir(parents=True)
+    write_json(run / "config.json", {"env": "WebShop-v0",
+                                     "env_kwargs": {"num_products": N_PRODUCTS}})
+    n = len(both)
+    save_step_table(run / "steps" / "iter_00001.npz", StepTable(both, 2, 1),
+                    {"advantage": np.zeros(n, np.float32), "value": np.zeros(n, np.float32)},
+                    True)
+    viewer = create_app([run]).test_client()
+    shown = 0
+    for traj, seen, reached in ((1, other_pages, other_states), (0, pages, states)):
+        for t in range(len(other_rows) + 1):
+            r = viewer.get(f"/shop/two/1/{traj}/{t}")
+            assert r.status_code == 200, (traj, t, r.data[:300])
+            mine = r.get_data(as_text=True)
+            assert _unmounted(mine, "/shop-site/two") == _placeholders(seen[t]), (traj, t)
+            assert seen[t] == render_html(shop, reached[t])
+            images = [img["src"] for img in BeautifulSoup(mine, "html.parser").find_all("img")]
+            assert not [u for u in images if _off_this_machine(u, "/shop/two/")], (traj, t)
+            shown += len(images)
+    assert shown and other_pages[0] != pages[0]  # images shown; two goals: two first pages
+
+
+def test_a_step_that_is_not_there_is_a_404_that_says_so(shop, episode, tmp_path):
+    """A link to a rollout, iteration, episode or step the run does not hold (a stale link,
+    a hand-typed URL), or to a step the run did not record: a page that says so with 404,
+    never a server error."""
+    goal, actions, rows, pages, states = episode
+    last = len(actions)
+    c = create_app([_train_run(tmp_path / "r", rows, {"num_products": N_PRODUCTS}),
+                    _eval_run(tmp_path / "ev", rows, {"env": "WebShop-v0",
+                                                      "env_kwargs": {"num_products":
+                                                                     N_PRODUCTS}})]
+                   ).test_client()
+    assert c.get(f"/shop/r/1/0/{last}").status_code == 200  # the page after the last step
+    _problem(c, "/shop/r/1/7/0", 404, "no rollout 7")
+    _problem(c, "/shop/r/9/0/0", 404, "no iteration 9")
+    _problem(c, f"/shop/r/1/0/{last + 1}", 404, f"no step {last + 1}")
+    _problem(c, "/shop/r/1/0/-1", 404, "Not Found")  # not a step number at all
+    _problem(c, "/shop-eval/ev/99/0", 404, "no episode 99")
+    _problem(c, f"/shop-eval/ev/5/{last + 1}", 404, f"no step {last + 1}")
+    # A rollout with a step missing from its record: its later steps cannot be replayed.
+    gap = [r for r in rows if r.t != 3]
+    c = create_app([_train_run(tmp_path / "gap", gap, {"num_products": N_PRODUCTS})]
+                   ).test_client()
+    _problem(c, "/shop/gap/1/0/5", 404, "recorded only some")
