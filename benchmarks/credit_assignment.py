@@ -832,6 +832,38 @@ def run_cell(env_id: str, kind: str, method: str, lr: float, seeds: list[int], a
     return runs
 
 
+def summarize(report_text: str) -> dict[str, list[dict[str, Any]]]:
+    """The success and credit-quality tables of a written ``credit_assignment.md``, as
+    records: ``{"success": [{env, policy, method, lr, seeds, last_quarter, whole_run}],
+    "credit": [{env, policy, estimator, pearson, spearman}]}``, each figure a ``[mean, s.e.]``
+    pair in % (success) or as r (credit)."""
+    def pair(cell: str) -> list[float] | None:  # "m ± s", "m" (one run) or "-" (none)
+        if cell == "-":
+            return None
+        mean, _, se = cell.replace("%", "").partition(" ± ")
+        return [float(mean), float(se) if se else float("nan")]
+
+    out: dict[str, list[dict[str, Any]]] = {"success": [], "credit": []}
+    header = ""
+    for line in report_text.splitlines():
+        if line.startswith("| env "):
+            header = line
+        if not line.startswith("| ") or line.startswith(("| env ", "|---")):
+            continue
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        if "whole run (AUC)" in header:
+            method, _, lr = cells[2].partition(" (lr ")
+            out["success"].append({"env": cells[0], "policy": cells[1], "method": method,
+                                   "lr": float(lr.rstrip(")")), "seeds": int(cells[3]),
+                                   "last_quarter": pair(cells[6]), "whole_run": pair(cells[7])})
+        elif "Pearson r" in header:
+            out["credit"].append({"env": cells[0], "policy": cells[1], "estimator": cells[2],
+                                  "pearson": pair(cells[3]), "spearman": pair(cells[4])})
+    if not out["success"]:
+        raise ValueError("not a credit_assignment report: no success table")
+    return out
+
+
 def main(argv: list[str] | None = None) -> list[dict]:
     args, quick = parse_args(argv)
     lrs = [float(x) for x in args.lrs.split(",") if x.strip()] or [args.lr]

@@ -55,10 +55,11 @@ key = the true state id (what ``info["state_key"]`` gives), the env's reward and
 shown as a ceiling, not a critic-free estimator.
 
 The GAGPO study: every variant of :data:`gagpo.advantages.GAGPO_VARIANTS` at several lambdas
-and normalisations is scored on the *tuning* draws (seeds 0..); the default is the one with the
-best mean over shapes of its four figures there, and the report's tables are computed on
-*held-out* draws (seeds from 1_000_000), which the choice never saw, with the chosen and the
-previous default each paired against the best critic-free rival of every figure.
+and normalisations is scored on the *tuning* draws (seeds 0..); the study's pick is the one
+with the best mean over shapes of its four figures there, and the report's tables are computed
+on *held-out* draws (seeds from 1_000_000), which the choice never saw, with the pick, the
+default (:data:`gagpo.advantages.DEFAULT_GAGPO_VARIANT`, what users run) and the previous
+default each paired against the best critic-free rival of every figure.
 
     python -m benchmarks.credit_truth [--draws 300] [--tune-draws 150] [--shapes shop,house,tree]
         [--out benchmarks/results/credit_truth] [--quick]
@@ -80,7 +81,13 @@ from pathlib import Path
 import numpy as np
 
 from benchmarks.record import command_line, recorded
-from gagpo.advantages import GAGPO_VARIANTS, compute_advantages
+from gagpo.advantages import (
+    DEFAULT_GAGPO_VARIANT,
+    GAGPO_VARIANTS,
+    PREVIOUS_GAGPO_VARIANT,
+    compute_advantages,
+    resolved_lam_norm,
+)
 
 RESULTS = Path(__file__).resolve().parent / "results" / "credit_truth"
 HELD_OUT_SEED = 1_000_000
@@ -719,7 +726,10 @@ def main(argv: list[str] | None = None) -> dict:
     grid = gagpo_grid(args.variants.split(","), [float(x) for x in args.lams.split(",")],
                       [float(x) for x in args.gammas.split(",")], args.norms.split(","))
     critic_free = [e for e in baselines() if e.method != "ppo"]
-    previous = Estimator("gagpo", "ancestor-td", 0.5, norm="mean")  # the default until 2026-12
+    default, previous = (  # what users run, and ran until this study
+        Estimator("gagpo", v, lam, norm=norm)
+        for v in (DEFAULT_GAGPO_VARIANT, PREVIOUS_GAGPO_VARIANT)
+        for lam, norm in [resolved_lam_norm("gagpo", v, None, None)])
     args.out.mkdir(parents=True, exist_ok=True)
     with recorded(args.out, command_line("benchmarks.credit_truth", argv)):
         tuning = {s: run_draws(s, range(args.tune_draws), grid, args, "tuning") for s in shapes}
@@ -732,8 +742,7 @@ def main(argv: list[str] | None = None) -> dict:
         for name in ranked[:12]:
             print(f"  {scores[name]:+.3f}  {name}")
         reported = baselines() + grid
-        if previous.name not in {e.name for e in reported}:
-            reported.append(previous)
+        reported += [e for e in (default, previous) if e.name not in {x.name for x in reported}]
         held = {s: run_draws(s, range(HELD_OUT_SEED, HELD_OUT_SEED + args.draws), reported,
                              args, "held-out") for s in shapes}
         stats, real = shape_stats(held), real_stats()
@@ -743,17 +752,18 @@ def main(argv: list[str] | None = None) -> dict:
         print(stats_table(stats, real))
         summary = baselines() + [e for e in grid if e.name == chosen.name or (
             e.lam == chosen.lam and e.norm == chosen.norm and e.gamma == chosen.gamma)]
-        for extra in (Estimator("gagpo", "paper"), previous):  # the literal reading; the last
+        for extra in (Estimator("gagpo", "paper"), previous, default):  # the literal reading
             if extra.name in {e.name for e in reported} and extra not in summary:
                 summary.insert(len(baselines()), extra)
         for within in (False, True):
             print(f"\nHeld-out summary, {'within each task' if within else 'pooled'}: the "
-                  "other estimators, the literal reading at lambda 0.95, the previous default, "
+                  "other estimators, the literal reading at lambda 0.95, the default and the "
+                  "previous one, "
                   f"and every variant at the chosen lambda {chosen.lam} and norm {chosen.norm}; "
                   "correlation with the true advantage | gain share (95% intervals)\n")
             print(table(held, summary, within))
         paired_with_rivals = {}
-        for est in (chosen, previous) if previous.name != chosen.name else (chosen,):
+        for est in {e.name: e for e in (chosen, default, previous)}.values():
             paired_with_rivals[est.name] = verdicts(held, est, critic_free)
             print(f"\nHeld-out, paired on the same draws: {est.name} against the best "
                   "critic-free rival of each figure (first: interval above 0; level: it holds "
@@ -765,7 +775,7 @@ def main(argv: list[str] | None = None) -> dict:
         print(table(held, reported, within=True))
     # The folder as given (relative when given so), never this machine's absolute path.
     record = {"args": {k: str(v) for k, v in vars(args).items() if k != "out"},
-              "chosen": chosen.name, "previous": previous.name,
+              "chosen": chosen.name, "default": default.name, "previous": previous.name,
               "tuning_scores": scores, "shapes": stats, "real": real,
               "summary": [e.name for e in summary], "verdicts": paired_with_rivals,
               "held_out": {s: {e.name: dataclasses.asdict(figures(d, e.name,

@@ -133,7 +133,7 @@ def credit(measure: str, shapes: Sequence[str]) -> Callable[[], str]:
     def figure() -> str:
         d = load("benchmarks/results/credit_truth/credit_truth.json")
         held = d["held_out"]
-        default = " / ".join(f"{held[s][d['chosen']][measure]:.2f}" for s in shapes)
+        default = " / ".join(f"{held[s][d['default']][measure]:.2f}" for s in shapes)
         rival = " / ".join(f"{held[s]['gigpo mean'][measure]:.2f}" for s in shapes)
         return f"default GAGPO {default}, GiGPO (mean) {rival}"
     return figure
@@ -172,11 +172,11 @@ ROWS: tuple[Row, ...] = (
     Row("SmolLM2-135M, ALFWorld-v0: warm start -> 6 iterations of GAGPO, 24 held-out games",
         alfworld_wins,
         (("alfworld_wins", "studies/real_model/results/alfworld_wins/README.md"),)),
-    Row("ground-truth credit: correlation with the true advantage, shop / house MDPs",
-        credit("corr", ("shop", "house")),
+    Row("ground-truth credit: correlation with the true advantage, shop / house / rare-win "
+        "ALFWorld-like MDPs", credit("corr", ("shop", "house", "alfworld")),
         (("credit_truth", "benchmarks/results/credit_truth/report.txt"),)),
     Row("ground-truth credit: a policy-gradient step's gain, share of the true one's, shop / "
-        "house / tree", credit("gain", ("shop", "house", "tree")),
+        "house / ALFWorld-like / tree", credit("gain", ("shop", "house", "alfworld", "tree")),
         (("credit_truth", "benchmarks/results/credit_truth/report.txt"),)),
     Row("WebShop-v0 in-process step, median", webshop_step,
         (("webshop_bench", "benchmarks/results/webshop_bench/report.txt"),)),
@@ -283,8 +283,77 @@ class Block:
         return text[:start + len(self.start)] + "\n" + self.make() + "\n" + text[end:]
 
 
+CREDIT_TRUTH = "benchmarks/results/credit_truth/credit_truth.json"
+
+
+def credit_shapes() -> str:
+    """docs/algorithms.md's shapes table: what a trainer sees of each shape, and of the real
+    runs."""
+    from benchmarks.credit_truth import stats_table
+
+    d = load(CREDIT_TRUTH)
+    return stats_table(d["shapes"], d["real"])
+
+
+def credit_held_out(within: bool) -> Callable[[], str]:
+    """docs/algorithms.md's held-out summary, pooled or within each task."""
+    def make() -> str:
+        from benchmarks.credit_truth import Figures, figures_table
+
+        d = load(CREDIT_TRUTH)
+        held = {s: {n: Figures(**f) for n, f in v.items()} for s, v in d["held_out"].items()}
+        return figures_table(held, d["summary"], within)
+    return make
+
+
+def credit_verdicts(which: str) -> Callable[[], str]:
+    """docs/algorithms.md's paired verdicts of the ``default`` GAGPO (or the ``previous``
+    one)."""
+    def make() -> str:
+        from benchmarks.credit_truth import verdict_table
+
+        d = load(CREDIT_TRUTH)
+        return verdict_table(d[which], d["verdicts"][d[which]])
+    return make
+
+
+def credit_training(folder: str) -> Callable[[], str]:
+    """docs/algorithms.md's training runs: every ``credit_assignment.md`` under ``folder``,
+    one row per env, policy and method (success over the whole run and its last quarter, the
+    credit quality measured in the same runs)."""
+    def make() -> str:
+        from benchmarks.credit_assignment import summarize
+
+        def cell(x: list[float] | None) -> str:
+            return "-" if x is None else f"{x[0]:.1f} ± {x[1]:.1f}" if x[1] == x[1] \
+                else f"{x[0]:.1f}"
+
+        lines = ["| env | policy | method | seeds | success, whole run | last quarter | "
+                 "Pearson r with the true advantage |", "|---|---|---|---|---|---|---|"]
+        for path in sorted((ROOT / folder).glob("*/credit_assignment.md")):
+            d = summarize(path.read_text())
+            r = {(c["env"], c["policy"], c["estimator"]): c["pearson"] for c in d["credit"]}
+            for x in d["success"]:
+                p = r.get((x["env"], x["policy"], x["method"]))
+                lines.append(f"| {x['env']} | {x['policy']} | {x['method']} (lr {x['lr']:g}) | "
+                             f"{x['seeds']} | {cell(x['whole_run'])} | "
+                             f"{cell(x['last_quarter'])} | "
+                             f"{'-' if p is None else f'{p[0]:.2f} ± {p[1]:.2f}'} |")
+        return "\n".join(lines)
+    return make
+
+
+ALGORITHMS = ROOT / "docs" / "algorithms.md"
+
 BLOCKS: tuple[Block, ...] = (
     Block(README, "results", table),
+    Block(ALGORITHMS, "credit shapes", credit_shapes),
+    Block(ALGORITHMS, "credit pooled", credit_held_out(False)),
+    Block(ALGORITHMS, "credit within tasks", credit_held_out(True)),
+    Block(ALGORITHMS, "credit verdicts", credit_verdicts("default")),
+    Block(ALGORITHMS, "credit verdicts of the previous default", credit_verdicts("previous")),
+    Block(ALGORITHMS, "credit training runs",
+          credit_training("benchmarks/results/credit_assignment/shared_2_flat")),
     Block(ROOT / "docs" / "benchmarks.md", "webshop speed", webshop_table),
     Block(ROOT / "docs" / "benchmarks.md", "alfworld engines", alfworld_table),
 )

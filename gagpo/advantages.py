@@ -37,12 +37,13 @@ discounted return of a row and R = sum_t r_t the (undiscounted) return of its ep
            delta_t = r_t + gamma * V(s_{t+1}) - V(s_t), with V = 0 after the last step;
            A_t = delta_t + gamma * lam * A_{t+1}; then A is normalised over the group's rows.
            That is the literal reading (``gagpo_variant="paper"``). The default variant,
-           ``"ancestor-td"``, gives a state that no other trajectory of the group visited the
-           value of the trajectory's last state that had one, carried forward
-           (V_t = (V_{t-1} - r_{t-1}) / gamma), so a rollout that left the others still gets
-           its outcome; charges the penalty after normalising; and uses lam = 0.5 and
-           ``norm="mean"`` unless told otherwise. :class:`GagpoVariant` lists the knobs,
-           ``docs/algorithms.md`` the study that chose them.
+           ``"shared-2-flat"``, gives a state that fewer than two other trajectories of the
+           group visited the value of the trajectory's last state that had one, carried
+           forward (V_t = V_{t-1} - r_{t-1}), so a rollout that left the others still gets its
+           outcome and a value pooled with one other rollout is not trusted; charges the
+           penalty after normalising; and uses lam = 0.5 and ``norm="mean"`` unless told
+           otherwise. :class:`GagpoVariant` lists the knobs, ``docs/algorithms.md`` the study
+           that chose them.
 ``ppo``    the same GAE on a learned critic's V(s_t) (``value``), one estimate per row, with no
            grouping; A is normalised over the whole batch (verl's PPO whitens the batch's
            advantages), and the critic's regression target is the lambda-return A_t + V(s_t)
@@ -106,6 +107,7 @@ __all__ = [
     "EPISODE_STATS",
     "GAGPO_VARIANTS",
     "GagpoVariant",
+    "PREVIOUS_GAGPO_VARIANT",
     "NORMS",
     "Options",
     "PENALTY_TARGETS",
@@ -201,11 +203,15 @@ GAGPO_VARIANTS: dict[str, GagpoVariant] = {
 }
 """GAGPO's named variants (``--gagpo-variant``). ``"paper"`` is the literal reading of the
 paper's abstract; the others change one or two of :class:`GagpoVariant`'s knobs each."""
-DEFAULT_GAGPO_VARIANT = "ancestor-td"
+DEFAULT_GAGPO_VARIANT = "shared-2-flat"
 """Chosen on ground truth (``benchmarks/credit_truth.py``): of every variant at lambda
-0.2-1 and both normalisations, the best mean over three MDP shapes of the correlation with the
-exact true advantages and the exact one-step policy gain, on draws the reported tables do not
-use; its lambda (0.5) and normalisation (``"mean"``) came with it."""
+0.35-0.95 and both normalisations, the best mean over five MDP shapes of the correlation with
+the exact true advantages and the exact one-step policy gain, pooled and within each task, on
+draws the reported tables do not use; its lambda (0.5) and normalisation (``"mean"``) came
+with it. Until 2026-12 the default was ``"ancestor-td"`` (:data:`PREVIOUS_GAGPO_VARIANT`),
+chosen the same way on three shapes and pooled figures."""
+PREVIOUS_GAGPO_VARIANT = "ancestor-td"
+"""The default before the second ground-truth study (``make demo``'s record ran it)."""
 
 
 @dataclass(frozen=True)

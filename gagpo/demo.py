@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import time
 
+from gagpo.advantages import PREVIOUS_GAGPO_VARIANT
 from gagpo.evaluate import format_table, held_out_lines
 from gagpo.train_config import TrainConfig
 
@@ -27,8 +28,9 @@ def demo_config(episodes: int = 300, out_dir: str = "runs/demo", quick: bool = F
         history_length=0,
         max_steps=8, reward="score", n_groups=8, group_size=8, iterations=20,
         lr=3e-3, kl_coef=0.0, entropy_coef=0.0, micro_batch_tokens=4096, bc_episodes=0,
-        # The recorded demo was trained with token-mean; GAGPO's default is now seq-mean.
-        aggregation="token-mean",
+        # The recorded demo was trained with token-mean and the ancestor-td reading; GAGPO's
+        # defaults are now seq-mean and shared-2-flat.
+        aggregation="token-mean", gagpo_variant=PREVIOUS_GAGPO_VARIANT,
         eval_episodes=episodes, eval_batch=50, eval_every=0, eval_temperature=0.4,
         save_every=1, out_dir=out_dir, seed=0, tensorboard=True,
         overwrite=True,  # `make demo` starts over each time

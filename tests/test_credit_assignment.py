@@ -155,3 +155,24 @@ def test_quick_run_on_webshop_within_seconds(tmp_path) -> None:
     assert "| WebShop-v0 | linear | ppo (lr 10) | 1 |" in text
     assert "| WebShop-v0 | linear | gagpo |" in text  # every estimator's credit quality
     assert (tmp_path / "credit_assignment.png").stat().st_size > 0
+
+
+def test_a_written_report_reads_back_as_records():
+    """summarize() reads the success and credit tables of the report main() wrote: what the
+    docs' training table is made from."""
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parent.parent / "benchmarks" / "results" /
+            "credit_assignment" / "gagpo_variants" / "webshop" / "credit_assignment.md").read_text()
+    d = ca.summarize(text)
+    first = d["success"][0]
+    assert (first["env"], first["policy"], first["method"], first["lr"], first["seeds"]) == (
+        "WebShop-v0", "tabular", "gagpo", 10.0, 20)
+    assert first["whole_run"] == [42.0, 1.1] and first["last_quarter"] == [55.5, 1.0]
+    assert len(d["success"]) == 6  # 3 methods x 2 policies
+    # Every estimator's credit on the same rows, not the shared-state table after it.
+    assert {c["estimator"] for c in d["credit"]} == {"gagpo", "gagpo:paper", "gigpo", "grpo",
+                                                     "rloo", "ppo"}
+    assert d["credit"][0]["pearson"] == [0.23, 0.24]
+    with pytest.raises(ValueError, match="not a credit_assignment report"):
+        ca.summarize("# something else\n")

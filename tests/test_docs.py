@@ -67,7 +67,8 @@ SHORTER: list[tuple[str, str, str]] = [
     (re.escape("max_new_tokens=256"), "max_new_tokens=16", "the rollout example"),
     (re.escape("n=100, seed=0"), "n=2, seed=0", "generate_games: 2 games, not 100 (2 minutes)"),
     (r"\bpython -m benchmarks\.credit_truth\b", "python -m benchmarks.credit_truth --quick",
-     "docs/algorithms.md's ground-truth study: fewer draws (the full runs take 9 and 2 minutes)"),
+     "docs/algorithms.md's ground-truth study: fewer draws (the full runs take 25 and 2 "
+     "minutes)"),
 ]
 
 #: Lines the docs show being refused: they must exit non-zero, printing this.

@@ -186,10 +186,10 @@ def test_a_checkpoint_that_predates_a_setting_compares_as_its_default_or_earlier
     assert resume_differences(old, TrainConfig(**then), 1, 1) == {}
     # Without adapters --fold-lora changes nothing: an older full fine-tuning run resumes.
     assert resume_differences(old, TrainConfig(), 1, 1) == {
-        "invalid_penalty_target": ("return", "step"), "gagpo_variant": ("paper", "ancestor-td")}
+        "invalid_penalty_target": ("return", "step"), "gagpo_variant": ("paper", "shared-2-flat")}
     old_lora = {**old, "lora_rank": 8}
     assert resume_differences(old_lora, TrainConfig(lora_rank=8), 1, 1) == {
-        "invalid_penalty_target": ("return", "step"), "gagpo_variant": ("paper", "ancestor-td"),
+        "invalid_penalty_target": ("return", "step"), "gagpo_variant": ("paper", "shared-2-flat"),
         "fold_lora": ("off", "auto")}
     assert resume_differences(old_lora, TrainConfig(lora_rank=8, **then), 1, 1) == {}
     assert resume_differences(old, TrainConfig(lr=2e-3, env_kwargs={"a": 1}, **then), 1, 1) == {

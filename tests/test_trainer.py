@@ -727,9 +727,11 @@ def test_gagpo_aggregates_per_action_by_default_and_the_demo_keeps_token_mean():
     assert TrainConfig().resolved_aggregation() == "seq-mean"
     assert TrainConfig(algo="gigpo").resolved_aggregation() == "token-mean"
     assert TrainConfig(aggregation="token-mean").resolved_aggregation() == "token-mean"
-    # The recorded demo ran with the action-level ratio and token-mean: it still does.
+    # The recorded demo ran with the action-level ratio, token-mean and the ancestor-td
+    # reading: it still does.
     demo = demo_config()
     assert (demo.resolved_ratio_level(), demo.resolved_aggregation()) == ("action", "token-mean")
+    assert (demo.gagpo_variant, demo.credit().lam_norm()) == ("ancestor-td", (0.5, "mean"))
 
 
 def test_the_update_uses_the_resolved_aggregation():

@@ -691,7 +691,7 @@ def test_gagpo_train_runs_the_default_variant_and_a_lost_group_teaches_only_the_
     table.rows[1].well_formed = False
     cfg = TrainConfig()
     assert (cfg.algo, cfg.gagpo_variant, cfg.credit().lam_norm()) == (
-        "gagpo", "ancestor-td", (0.5, "mean"))
+        "gagpo", "shared-2-flat", (0.5, "mean"))
     rewards, penalty = trainer.rewards_and_penalties(table, cfg)
     adv, _ = trainer.advantages_of(table, rewards, cfg, penalty)
     assert adv.tolist() == pytest.approx([0.0, -cfg.invalid_penalty, 0.0, 0.0, 0.0, 0.0])
