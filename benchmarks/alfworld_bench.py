@@ -161,7 +161,9 @@ def summarize(report: str) -> dict[str, Any]:
     """The figures of a printed report (what ``benchmarks.figures`` quotes): over all scene
     sizes, the step's median on the native engine and the reference (ms) and their ratio; and
     per scene size (``"small"``, ``"medium"``, ``"large"``) the step's and the resets' medians
-    on each engine.
+    on each engine; the process's first game's reset (``first_game_native_ms``, the
+    once-per-process work) and each engine's memory (``memory_mb``: the first env, each
+    further one), where the report has them.
 
     Raises:
         ValueError: the report has no "all sizes" line with the reference beside the native.
@@ -184,6 +186,13 @@ def summarize(report: str) -> dict[str, Any]:
         out["scenes"].setdefault(m[1], {}).update(
             reset_new_native_ms=float(m[2]), reset_new_reference_ms=float(m[3]),
             reset_played_native_ms=float(m[4]), reset_played_reference_ms=float(m[5]))
+    first = re.search(r"the process's first game, .*?: reset ([\d.]+) ms native", report)
+    if first:
+        out["first_game_native_ms"] = float(first[1])
+    for m in re.finditer(r"^memory, (\w+): the first env \+([\d.]+) MB above .*?, \+([\d.]+) MB "
+                         r"per further env", report, re.M):
+        out.setdefault("memory_mb", {})[m[1]] = {"first_env": float(m[2]),
+                                                 "further_env": float(m[3])}
     return out
 
 

@@ -454,6 +454,10 @@ def throughput_figures() -> dict[str, Callable[[], str]]:
 RT = "rollout_throughput"
 FIGURES: dict[str, Callable[[], str]] = {
     "alfworld_bench.step_ratio": fig("alfworld_bench", "step_ratio", "{:.0f}x"),
+    "alfworld_bench.first_game": fig("alfworld_bench", "first_game_native_ms", "{:.0f} ms"),
+    **{f"alfworld_bench.memory.{engine}.{which}": fig(
+        "alfworld_bench", f"memory_mb.{engine}.{which}", "{:.1f} MB")
+       for engine in ("native", "reference") for which in ("first_env", "further_env")},
     "vector_bench.inprocess": fig("vector_bench", "backends.inprocess.steps_per_s", hundreds),
     "vector_bench.process": fig("vector_bench", "backends.process.steps_per_s", hundreds),
     "vector_bench.process_ratio": fig("vector_bench", "backends.process.ratio", times),
