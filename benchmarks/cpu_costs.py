@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import os
 import random
+import re
 import statistics
 import time
 from pathlib import Path
@@ -186,6 +187,28 @@ def measure(args: argparse.Namespace) -> dict[str, float]:
     return figures
 
 
+def summarize(report: str) -> dict[str, Any]:
+    """The figures of a printed report (what ``benchmarks.figures`` quotes): the products'
+    GFLOP/s, prefill tokens/s padded and alone, and per decoding batch size its ms a step and
+    tokens/s (``decode``: ``{rows: {"step_ms", "tok_per_s"}}``).
+
+    Raises:
+        ValueError: the report has no decoding line.
+    """
+    out: dict[str, Any] = {"decode": {}}
+    if m := re.search(r"^products: .*?: ([\d.]+) GFLOP/s", report, re.M):
+        out["products_gflops"] = float(m[1])
+    if m := re.search(r"^prefill: .*?one padded pass ([\d.]+) tok/s, each alone ([\d.]+) tok/s",
+                      report, re.M):
+        out["prefill_padded_tok_per_s"], out["prefill_alone_tok_per_s"] = float(m[1]), float(m[2])
+    for m in re.finditer(r"^decode: (\d+) rows of .*?: ([\d.]+) ms a step, ([\d.]+) tok/s",
+                         report, re.M):
+        out["decode"][m[1]] = {"step_ms": float(m[2]), "tok_per_s": float(m[3])}
+    if not out["decode"]:
+        raise ValueError("not a cpu_costs report: no 'decode: N rows ...' line")
+    return out
+
+
 def main(argv: list[str] | None = None) -> dict[str, float]:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -200,7 +223,7 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     parser.add_argument("--out", type=Path, default=None,
                         help="also write the report to OUT/report.txt")
     args = parser.parse_args(argv)
-    with recorded(args.out, command_line("benchmarks.cpu_costs", argv)):
+    with recorded(args.out, command_line("benchmarks.cpu_costs", argv), summarize):
         return measure(args)
 
 

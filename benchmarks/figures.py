@@ -51,6 +51,7 @@ MAX_WORDS = 25
 RESULTS = "benchmarks/results"
 SUMMARIZED: dict[str, str] = {
     f"{RESULTS}/webshop_bench": "benchmarks.webshop_bench",
+    f"{RESULTS}/cpu_costs": "benchmarks.cpu_costs",
     f"{RESULTS}/alfworld_bench": "benchmarks.alfworld_bench",
     f"{RESULTS}/vector_bench": "benchmarks.vector_bench",
     f"{RESULTS}/rollout_overhead": "benchmarks.rollout_overhead",
@@ -454,6 +455,8 @@ def throughput_figures() -> dict[str, Callable[[], str]]:
 RT = "rollout_throughput"
 FIGURES: dict[str, Callable[[], str]] = {
     "alfworld_bench.step_ratio": fig("alfworld_bench", "step_ratio", "{:.0f}x"),
+    **{f"cpu_costs.decode_{rows}": fig("cpu_costs", f"decode.{rows}.tok_per_s", "{:.0f}")
+       for rows in (8, 64)},
     "alfworld_bench.first_game": fig("alfworld_bench", "first_game_native_ms", "{:.0f} ms"),
     **{f"alfworld_bench.memory.{engine}.{which}": fig(
         "alfworld_bench", f"memory_mb.{engine}.{which}", "{:.1f} MB")
