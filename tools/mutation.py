@@ -267,6 +267,9 @@ TARGETS: tuple[Target, ...] = (
         (
             "gagpo.evaluate.x_wilson",
             "gagpo.evaluate.x_mean_interval",
+            "gagpo.evaluate.x_bootstrap_interval",
+            "gagpo.evaluate.x_ratio_or_nan",
+            "gagpo.evaluate.x_episode_ratio_interval",
             "gagpo.evaluate.x_summarise",
             "gagpo.evaluate.x_format_table",
             "gagpo.evaluate.x_held_out_lines",
@@ -392,6 +395,34 @@ TARGETS: tuple[Target, ...] = (
         "viewer data",
         ("gagpo/viewer/data.py",),
         ("tests/test_viewer.py",),
+    ),
+    Target(
+        # ALFWorld's files come from a pinned wheel: a tampered or half-fetched one must never
+        # be used.
+        "wheel files",
+        ("common/wheel_files.py",),
+        ("tests/test_wheel_files.py",),
+    ),
+    Target(
+        # Several ranks' step tables joined into one run, and cut back on a resume.
+        "ranks' step tables",
+        ("gagpo/run_folder.py",),
+        ("tests/test_rank_tables.py", "tests/test_trainer.py", "-k",
+         "rank or cut or resume or step_table"),
+        ("gagpo.run_folder.x_read_step_table", "gagpo.run_folder.x_step_tables",
+         "gagpo.run_folder.x_cut_run", "gagpo.run_folder.x__iteration_of"),
+    ),
+    Target(
+        # LoRA's cheaper passes: the fold and the cast cache must give the model back as it was.
+        "LoRA passes",
+        ("common/lora.py",),
+        ("tests/test_lora.py",),
+    ),
+    Target(
+        # Packed passes and micro-batches: the same log-probs as padded ones, row for row.
+        "packed passes",
+        ("gagpo/logprobs.py", "gagpo/batching.py"),
+        ("tests/test_losses.py", "tests/test_update_batch.py"),
     ),
     Target(
         # "B beats A" in the README rests on these intervals and tests.
