@@ -92,19 +92,26 @@ def _alfworld_wheel(links: Path, domain: str | bytes = DOMAIN,
 def test_members_are_taken_from_the_wheel_byte_for_byte_once(tmp_path, offline, capsys):
     payload = bytes(range(256)) * 300  # binary, and larger than one copy buffer
     make_wheel(offline, {"pkg/__init__.py": "", "pkg/data/model.bin": payload,
+                         "pkg/data/deep/er/vocab.txt": "a b c",
                          "pkg/data/notes.txt": "kept out"}, dist="some-dist", version="1.2.3")
-    paths = cached_wheel_files("some-dist", "1.2.3", "pkg", ["data/model.bin"])
+    paths = cached_wheel_files("some-dist", "1.2.3", "pkg",
+                               ["data/model.bin", "data/deep/er/vocab.txt"])
     folder = tmp_path / "cache" / "wheel-files" / "some-dist-1.2.3"
-    assert paths == {"data/model.bin": folder / "data" / "model.bin"}
+    assert paths == {"data/model.bin": folder / "data" / "model.bin",
+                     "data/deep/er/vocab.txt": folder / "data" / "deep" / "er" / "vocab.txt"}
     assert paths["data/model.bin"].read_bytes() == payload
-    assert "fetching some-dist==1.2.3's data/model.bin with pip" in capsys.readouterr().err
+    assert paths["data/deep/er/vocab.txt"].read_text() == "a b c"  # folders made as needed
+    assert ("fetching some-dist==1.2.3's data/model.bin, data/deep/er/vocab.txt with pip"
+            in capsys.readouterr().err)
     assert sorted(str(p.relative_to(folder)) for p in folder.rglob("*")) == [
-        "data", "data/model.bin"]  # the members only
+        "data", "data/deep", "data/deep/er", "data/deep/er/vocab.txt",
+        "data/model.bin"]  # the members only
     assert _cache_entries(tmp_path) == ["some-dist-1.2.3"]  # no temporary folder left
     # The next call reads the cache: no pip (there is no wheel to download any more).
     for wheel in offline.iterdir():
         wheel.unlink()
-    assert cached_wheel_files("some-dist", "1.2.3", "pkg", ["data/model.bin"]) == paths
+    assert cached_wheel_files("some-dist", "1.2.3", "pkg",
+                              ["data/model.bin", "data/deep/er/vocab.txt"]) == paths
     assert "fetching" not in capsys.readouterr().err
 
 
@@ -122,8 +129,12 @@ def test_a_wheel_without_a_member_is_refused_and_leaves_nothing_behind(tmp_path,
 
 def test_a_wheel_pip_cannot_download_is_wheel_files_missing(tmp_path, offline, monkeypatch):
     with pytest.raises(WheelFilesMissing,
-                       match=r"^pip could not download alfworld==0\.4\.2's wheel: "):
+                       match=r"^pip could not download alfworld==0\.4\.2's wheel: ") as e:
         cached_wheel_files("alfworld", "0.4.2", "alfworld", ["data/alfred.pddl"])
+    # pip's own last lines say why, joined on one line.
+    reason = str(e.value).partition("'s wheel: ")[2]
+    assert reason.endswith("No matching distribution found for alfworld==0.4.2")
+    assert " / " in reason and "\n" not in reason
     assert _cache_entries(tmp_path) == []
     _alfworld_wheel(offline)
     monkeypatch.setattr(wf, "PIP_TIMEOUT_S", 0.001)  # pip cannot even start in that time
@@ -139,7 +150,8 @@ def test_a_cache_that_lacks_a_member_is_refused_not_half_used(tmp_path, offline)
     (folder / "alfred.pddl").write_text(DOMAIN)  # a call that asked for the domain only
     _alfworld_wheel(offline)
     with pytest.raises(WheelFilesMissing, match=r"lacks some of \['data/alfred\.pddl', "
-                                                r"'data/alfred\.twl2'\]: remove it"):
+                                                r"'data/alfred\.twl2'\]: remove it to fetch "
+                                                r"them again$"):
         cached_wheel_files("alfworld", "0.4.2", "alfworld", list(MEMBERS))
 
 
