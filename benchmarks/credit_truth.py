@@ -197,17 +197,24 @@ def shop(rng: np.random.Generator) -> Task:
     return b.build(rng, horizon=15, invalid_bias=-1.0)
 
 
-def house(rng: np.random.Generator) -> Task:
-    """Rooms joined at random; take the object in its room, put it in the target's room."""
-    n_rooms = int(rng.integers(5, 13))
-    edges = {(int(rng.integers(r)), r) for r in range(1, n_rooms)}  # a random spanning tree
-    for _ in range(int(rng.integers(0, n_rooms))):
+def rooms(rng: np.random.Generator, n_rooms: int, extra_edges: int) -> list[list[int]]:
+    """Each room's neighbours: a random spanning tree plus fewer than ``extra_edges`` random
+    doors."""
+    edges = {(int(rng.integers(r)), r) for r in range(1, n_rooms)}
+    for _ in range(int(rng.integers(0, extra_edges))):
         a, c = sorted(rng.choice(n_rooms, 2, replace=False).tolist())
         edges.add((a, c))
     neighbours: list[list[int]] = [[] for _ in range(n_rooms)]
     for a, c in sorted(edges):
         neighbours[a].append(c)
         neighbours[c].append(a)
+    return neighbours
+
+
+def house(rng: np.random.Generator) -> Task:
+    """Rooms joined at random; take the object in its room, put it in the target's room."""
+    n_rooms = int(rng.integers(5, 13))
+    neighbours = rooms(rng, n_rooms, extra_edges=n_rooms)
     obj, target = rng.choice(n_rooms, 2, replace=False)
     b = TaskBuilder()
     state = {(room, holding): b.state() for holding in (0, 1) for room in range(n_rooms)}
@@ -256,14 +263,7 @@ def alfworld(rng: np.random.Generator) -> Task:
     30-50 steps, two invalid commands offered everywhere (a third or more of actions invalid),
     wins rare (most groups of 8 see none)."""
     n_rooms = int(rng.integers(8, 16))
-    edges = {(int(rng.integers(r)), r) for r in range(1, n_rooms)}
-    for _ in range(int(rng.integers(0, n_rooms // 2 + 1))):
-        a, c = sorted(rng.choice(n_rooms, 2, replace=False).tolist())
-        edges.add((a, c))
-    neighbours: list[list[int]] = [[] for _ in range(n_rooms)]
-    for a, c in sorted(edges):
-        neighbours[a].append(c)
-        neighbours[c].append(a)
+    neighbours = rooms(rng, n_rooms, extra_edges=n_rooms // 2 + 1)
     obj, target = rng.choice(n_rooms, 2, replace=False)
     b = TaskBuilder()
     state = {(room, holding): b.state() for holding in (0, 1) for room in range(n_rooms)}

@@ -36,6 +36,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import math
 import re
 import sys
 from collections.abc import Callable, Sequence
@@ -325,9 +326,10 @@ def credit_training(folder: str) -> Callable[[], str]:
     def make() -> str:
         from benchmarks.credit_assignment import summarize
 
-        def cell(x: list[float] | None) -> str:
-            return "-" if x is None else f"{x[0]:.1f} ± {x[1]:.1f}" if x[1] == x[1] \
-                else f"{x[0]:.1f}"
+        def cell(x: list[float] | None) -> str:  # no s.e. (nan) for a single run
+            if x is None:
+                return "-"
+            return f"{x[0]:.1f}" if math.isnan(x[1]) else f"{x[0]:.1f} ± {x[1]:.1f}"
 
         lines = ["| env | policy | method | seeds | success, whole run | last quarter | "
                  "Pearson r with the true advantage |", "|---|---|---|---|---|---|---|"]

@@ -385,10 +385,16 @@ class Steps:
         return np.bincount(self.traj, weights=self.reward, minlength=self.n_traj)
 
     @cached_property
+    def state_traj(self) -> np.ndarray:
+        """Dense id of each row's (step group, trajectory) pair: a trajectory's visits to a
+        state."""
+        return np.unique(self.state.astype(np.int64) * self.n_traj + self.traj,
+                         return_inverse=True)[1].reshape(-1)
+
+    @cached_property
     def others_count(self) -> np.ndarray:
         """Number of the group's other trajectories that visited each row's state."""
-        pair = np.unique(self.state.astype(np.int64) * self.n_traj + self.traj,
-                         return_inverse=True)[1].reshape(-1)  # (state, trajectory) ids
+        pair = self.state_traj
         state_of_pair = np.zeros(pair.max(initial=-1) + 1, np.int64)
         state_of_pair[pair] = self.state
         trajectories = np.bincount(state_of_pair, minlength=self.state.max(initial=-1) + 1)
@@ -509,8 +515,7 @@ def gae(steps: Steps, V: np.ndarray, gamma: float, lam: float) -> np.ndarray:
 def others_value(steps: Steps, G: np.ndarray) -> np.ndarray:
     """Leave-one-out grouped value: mean G_t over the rows of the group's *other* trajectories
     in the row's state (0 where none)."""
-    pair = np.unique(steps.state.astype(np.int64) * steps.n_traj + steps.traj,
-                     return_inverse=True)[1].reshape(-1)  # (state, trajectory) ids
+    pair = steps.state_traj
     total, count = np.bincount(steps.state, weights=G)[steps.state], steps.state_size
     own_total = np.bincount(pair, weights=G)[pair]
     others = count - np.bincount(pair)[pair]

@@ -723,8 +723,8 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
             metrics = iteration_metrics(gather_objects(mine, world), mine, timed, t_rollout,
                                         learned.seconds)
             save_steps(run, it, learned)
-            advice = step_credit.estimator_advice(cfg.credit(), metrics["state/met_fraction"])
-            if it == start and rank == 0 and advice:
+            if it == start and rank == 0 and (advice := step_credit.estimator_advice(
+                    cfg.credit(), metrics["state/met_fraction"])):
                 print(advice, flush=True)
             last = it + 1 == cfg.iterations
             # --max-minutes: stop here, checkpoint written, when any rank is past the limit.
