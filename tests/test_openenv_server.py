@@ -6,6 +6,7 @@ the task API lists the env's splits and tasks. A real server on 127.0.0.1, real 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import urllib.request
@@ -288,9 +289,13 @@ def _health(port: int) -> bool:
 
 
 def _post(server, path: str, body: dict) -> dict:
-    req = urllib.request.Request(server.url + path, data=json.dumps(body).encode(),
+    return _post_url(server.url, path, body)
+
+
+def _post_url(url: str, path: str, body: dict) -> dict:
+    req = urllib.request.Request(url + path, data=json.dumps(body).encode(),
                                  headers={"Content-Type": "application/json"})
-    return json.load(urllib.request.urlopen(req, timeout=10))
+    return json.load(urllib.request.urlopen(req, timeout=30))
 
 
 def test_the_schema_describes_the_wire_and_episodes_run_over_websockets_only(served):
@@ -335,6 +340,58 @@ def test_the_space_folder_passes_openenv_validates_static_check():
     out = subprocess.run([openenv, "validate", space, "--level", "static"],
                          capture_output=True, text=True, timeout=900)
     assert out.returncode == 0 and "PASS" in out.stdout, out.stdout + out.stderr
+
+
+SPACE = Path(__file__).resolve().parent.parent / "examples" / "openenv_space"
+
+
+def test_the_space_serves_as_deployed_with_its_settings():
+    """The Space folder as its container runs it (``uvicorn server.app:app`` inside it): the
+    env ``GAGPO_ENV`` names, made with ``GAGPO_ENV_ARGS``, at most ``GAGPO_MAX_SESSIONS``
+    sessions, played by the folder's own client and models; a setting that does not parse
+    stops the app with its variable's name."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    settings = {"GAGPO_ENV": "WebShop-v0", "GAGPO_ENV_ARGS": '{"goals": "synthetic"}',
+                "GAGPO_MAX_SESSIONS": "1", "GAGPO_IDLE_TIMEOUT": "30"}
+    cmd = [sys.executable, "-m", "uvicorn", "server.app:app", "--host", "127.0.0.1",
+           "--port", str(port)]
+    env = dict(os.environ, **settings, PYTHONPATH=str(SPACE))
+    proc = subprocess.Popen(cmd, cwd=SPACE, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    try:
+        assert eventually(lambda: _health(port), timeout=120), proc.stdout
+        url = f"http://127.0.0.1:{port}"
+        wanted = gym.make("WebShop-v0", goals="synthetic").unwrapped
+        served = _post_url(url, "/WebShop-v0/tasks", {"split": "train"})["tasks"]
+        assert len(served) == len(wanted.split_tasks("train"))  # 6,306, not the 484 default
+        sys.path.insert(0, str(SPACE))
+        try:
+            from client import GagpoEnvClient as SpaceClient
+            from models import TextAction as SpaceAction
+        finally:
+            sys.path.remove(str(SPACE))
+        obs, info = wanted.reset(seed=0, options={"task": 3, "split": "train"})
+        with SpaceClient(base_url=url).sync() as client:
+            first = client.reset(task=3, split="train", seed=0).observation
+            assert (first.text, first.state_key) == (obs, info["state_key"])
+            search = next(a for a in first.admissible_actions if a.startswith("search["))
+            step = client.step(SpaceAction(command=search)).observation
+            assert step.action_valid and step.state_key != first.state_key
+            with (pytest.raises(RuntimeError, match="CAPACITY_REACHED"),
+                  SpaceClient(base_url=url).sync() as second):
+                second.reset(task=0)
+        wanted.close()
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+    for name, value in (("GAGPO_ENV_ARGS", "[1]"), ("GAGPO_MAX_SESSIONS", "lots")):
+        out = subprocess.run(cmd, cwd=SPACE, env=dict(env, **{name: value}),
+                             capture_output=True, text=True, timeout=120)
+        assert out.returncode != 0 and f"ValueError: {name}" in out.stderr, out.stderr
 
 
 @pytest.mark.parametrize("env_id", list(ENVS))

@@ -7,15 +7,30 @@ GAGPO_ENV_ARGS (a JSON object of gym.make arguments, e.g. {"goals": "synthetic"}
 
 import json
 import os
+from collections.abc import Callable
+from typing import Any
 
 from gagpo.integrations.openenv.app import build_app
 from gagpo.integrations.openenv.environment import ServedEnv
 from gagpo.integrations.openenv.server import serve
 
+
+def _setting(name: str, default: str, parse: Callable[[str], Any]) -> Any:
+    """A setting from the environment; a value that does not parse names its variable."""
+    text = os.environ.get(name, default)
+    try:
+        value = parse(text)
+    except ValueError as e:
+        raise ValueError(f"{name}={text!r} does not parse: {e}") from None
+    if parse is json.loads and not isinstance(value, dict):
+        raise ValueError(f"{name} must be a JSON object of gym.make arguments, not {text!r}")
+    return value
+
+
 ENV_ID = os.environ.get("GAGPO_ENV", "WebShop-v0")
-ENV_ARGS = json.loads(os.environ.get("GAGPO_ENV_ARGS", "{}"))
-MAX_SESSIONS = int(os.environ.get("GAGPO_MAX_SESSIONS", "64"))
-IDLE_TIMEOUT = float(os.environ.get("GAGPO_IDLE_TIMEOUT", "300"))
+ENV_ARGS = _setting("GAGPO_ENV_ARGS", "{}", json.loads)
+MAX_SESSIONS = _setting("GAGPO_MAX_SESSIONS", "64", int)
+IDLE_TIMEOUT = _setting("GAGPO_IDLE_TIMEOUT", "300", float)
 
 app = build_app(ServedEnv(ENV_ID, ENV_ARGS), MAX_SESSIONS, IDLE_TIMEOUT)
 
