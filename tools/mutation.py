@@ -427,6 +427,25 @@ TARGETS: tuple[Target, ...] = (
         ("tests/test_losses.py", "tests/test_update_batch.py"),
     ),
     Target(
+        # A checkpoint that does not fit the model must be refused, by resume and export alike.
+        "checkpoint fit",
+        ("gagpo/distributed.py",),
+        ("tests/test_export.py",),
+        ("gagpo.distributed.x_state_misfit", "gagpo.distributed.x_load_full_state"),
+    ),
+    Target(
+        # The shop's HTTP API: sessions, their step limit, and bad requests' 400s.
+        "shop API",
+        ("servers/webshop/web/api_view.py",),
+        ("tests/test_api.py",),
+    ),
+    Target(
+        # gagpo view's shop pages: each recorded step replayed on the run's own shop.
+        "viewer shop pages",
+        ("gagpo/viewer/shop.py",),
+        ("tests/test_viewer_shop.py",),
+    ),
+    Target(
         # "B beats A" in the README rests on these intervals and tests.
         "paired comparison",
         ("gagpo/compare.py",),
