@@ -496,6 +496,7 @@ def test_epsilon_is_used():
 def test_details_of_an_empty_table():
     _, details = adv("gigpo", {name: [] for name in TABLE}, return_details=True)
     assert details["shared_fraction"] == 0.0
+    assert details["met_fraction"] == 0.0  # no steps: nothing met, and no nan
 
 
 def test_the_trajectory_spread_over_groups_is_named():
@@ -769,7 +770,9 @@ def slow_gagpo(table: dict, variant: str, gamma: float, lam: float, norm: str) -
             for pos, i in enumerate(idx):
                 if pos and len({traj[j] for j in others[i]}) < v.min_others:
                     prev = idx[pos - 1]
-                    V[i] = (V[prev] - r[prev]) / (gamma if v.carry == "td" else 1.0)
+                    g = gamma if v.carry == "td" else 1.0
+                    # gamma = 0 ties no value to the next: the carried value stays.
+                    V[i] = (V[prev] - r[prev]) / g if g else V[prev]
                     coef[i] = lam if v.bootstrap_unshared else 1.0
     A = {}
     for idx in by_traj.values():
@@ -797,7 +800,7 @@ def test_every_gagpo_variant_matches_the_slow_reference(variant):
     for _ in range(60):
         table = random_table(rng)
         table["penalty"] = [float(rng.choice([0.0, 0.0, 0.1, 0.5])) for _ in table["reward"]]
-        gamma = float(rng.choice([1.0, 0.95, rng.uniform(0.5, 1.0)]))
+        gamma = float(rng.choice([1.0, 0.95, 0.0, rng.uniform(0.5, 1.0)]))
         lam = float(rng.choice([0.0, 1.0, rng.uniform()]))
         for norm in ("mean_std", "mean", "none"):
             got = compute_advantages("gagpo", **table, gamma=gamma, lam=lam, norm=norm,
