@@ -11,9 +11,16 @@ import random
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from gagpo.agents.rollout import StepTable
-from gagpo.run_folder import cut_run, read_step_table, save_step_table, step_tables
+from gagpo.run_folder import (
+    UnreadableTable,
+    cut_run,
+    read_step_table,
+    save_step_table,
+    step_tables,
+)
 from gagpo.synthetic_run import synthetic_table
 
 
@@ -47,10 +54,11 @@ def _expected_ids(own: list[dict]) -> tuple[np.ndarray, np.ndarray]:
     return np.concatenate(groups), np.concatenate(trajs)
 
 
-def test_ranks_tables_join_without_sharing_a_group_or_a_trajectory(tmp_path):
-    own = _rank_tables(tmp_path, 1, [30, 22, 41])
+@pytest.mark.parametrize("sizes", [[30, 22, 41], [30, 22]])
+def test_ranks_tables_join_without_sharing_a_group_or_a_trajectory(tmp_path, sizes):
+    own = _rank_tables(tmp_path, 1, sizes)
     paths = step_tables(tmp_path)[1]
-    assert [p.name for p in paths] == [f"iter_00001_rank{r}.npz" for r in range(3)]
+    assert [p.name for p in paths] == [f"iter_00001_rank{r}.npz" for r in range(len(sizes))]
     assert all(part["group"].min() == part["trajectory"].min() == 0 for part in own)
     for columns in (None, ["reply"]):
         t = read_step_table(paths, columns)
@@ -59,7 +67,7 @@ def test_ranks_tables_join_without_sharing_a_group_or_a_trajectory(tmp_path):
         np.testing.assert_array_equal(t["trajectory"], traj)
         assert list(t["reply"]) == [r for part in own for r in part["reply"]]
         # No group and no trajectory holds rows of two ranks.
-        rank = np.repeat(np.arange(3), [len(p["group"]) for p in own])
+        rank = np.repeat(np.arange(len(sizes)), [len(p["group"]) for p in own])
         for ids in (t["group"], t["trajectory"]):
             for i in np.unique(ids):
                 assert len(set(rank[ids == i].tolist())) == 1, i
@@ -106,3 +114,79 @@ def test_a_resume_keeps_every_ranks_tables_up_to_the_checkpoint_only(tmp_path):
     assert all(len(paths) == 2 for paths in step_tables(tmp_path).values())
     assert [json.loads(x)["iteration"] for x in
             (tmp_path / "metrics.jsonl").read_text().splitlines()] == list(range(1, 11))
+
+
+def test_a_resume_cuts_by_the_iteration_number_past_ten_thousand_and_leaves_other_files(
+        tmp_path):
+    """Iteration numbers are read whole (``iter_12345``, past the names' five digits); a file
+    in ``steps/`` that is not a step table of the run (a user's notes, a name with digits
+    after ``iter_`` that are not a number) stays; temporary files a kill left while saving
+    (``*.tmp``, beside the run's files or among its tables) go."""
+    for it in (9_999, 12_344, 12_345):
+        _rank_tables(tmp_path, it, [3], seed=it)
+    steps = tmp_path / "steps"
+    foreign = [steps / "notes99999.txt", steps / "iter_x99.npz", steps / "README"]
+    for path in foreign:
+        path.write_text("mine")
+    torn = [tmp_path / "config.json.tmp", steps / "iter_00001_rank0.npz.tmp"]
+    for path in torn:
+        path.write_text("half")
+    cut_run(tmp_path, 12_344)
+    assert sorted(step_tables(tmp_path)) == [9_999, 12_344]
+    assert all(p.exists() for p in foreign)
+    assert not any(p.exists() for p in torn)
+
+
+def test_a_resume_drops_a_metrics_line_torn_by_a_kill(tmp_path):
+    """A last line cut short by a kill is no iteration: it goes (and counts as dropped), the
+    whole lines up to the checkpoint stay."""
+    lines = [json.dumps({"iteration": it}) for it in (1, 2)]
+    (tmp_path / "metrics.jsonl").write_text("\n".join(lines) + '\n{"iteration": 3, "lo')
+    assert cut_run(tmp_path, 2) == 1
+    assert (tmp_path / "metrics.jsonl").read_text() == "\n".join(lines) + "\n"
+
+
+def test_a_table_that_is_not_a_step_table_is_refused_with_its_name(tmp_path):
+    """What gagpo view and the trainer's readers are told: the file's name and why, for a
+    table without a group column, a torn file, an object array (never unpickled: a run folder
+    is data, not code) and no file at all."""
+    own = _rank_tables(tmp_path, 1, [6])
+    good = step_tables(tmp_path)[1][0]
+    no_group = tmp_path / "no_group.npz"
+    np.savez(no_group, trajectory=np.arange(3))
+    with pytest.raises(UnreadableTable) as e:
+        read_step_table([good, no_group])
+    assert str(e.value) == "no_group.npz is not a step table (no group column)"
+    torn = tmp_path / "torn.npz"
+    torn.write_bytes(good.read_bytes()[:100])
+    with pytest.raises(UnreadableTable, match=r"^torn\.npz: BadZipFile: ") as e:
+        read_step_table([torn])
+    pickled = tmp_path / "pickled.npz"
+    np.savez(pickled, group=np.zeros(2, np.int64), trajectory=np.zeros(2, np.int64),
+             reply=np.array([{"code": 1}, None], dtype=object))
+    with pytest.raises(UnreadableTable, match=r"^pickled\.npz: ValueError: .*allow_pickle"):
+        read_step_table([pickled])
+    with pytest.raises(UnreadableTable) as e:
+        read_step_table([])
+    assert str(e.value) == "no step table"
+    assert len(read_step_table([good])["group"]) == len(own[0]["group"])
+
+
+def test_the_version_is_the_oldest_of_the_ranks_tables_and_1_without_one(tmp_path):
+    """``version`` says what a table holds (1: written before replies were kept, with no
+    ``version`` entry); ranks' tables of two versions read as the older."""
+    _rank_tables(tmp_path, 1, [5, 4])
+    paths = step_tables(tmp_path)[1]
+    assert read_step_table(paths)["version"] == 2
+    with np.load(paths[1]) as z:
+        old = {k: z[k] for k in z.files if k != "version"}
+    np.savez(paths[1], **old)  # as version 1 wrote it: no version entry
+    assert read_step_table(paths)["version"] == 1
+    assert read_step_table(paths[:1])["version"] == 2
+    assert read_step_table(paths[1:])["version"] == 1
+
+
+def test_only_the_columns_asked_for_are_read_with_the_ids(tmp_path):
+    _rank_tables(tmp_path, 1, [5, 4])
+    t = read_step_table(step_tables(tmp_path)[1], ["reply", "not_a_column"])
+    assert set(t) == {"version", "group", "trajectory", "reply"}
