@@ -20,6 +20,7 @@ from __future__ import annotations
 import collections
 import json
 import math
+import os
 import shutil
 import statistics
 import subprocess
@@ -192,6 +193,26 @@ def test_rate_difference_is_paired_over_goals():
         assert (again["a"]["ci95"] == r["a"]["ci95"]) == same
 
 
+def test_admissible_difference_is_paired_over_goals_with_each_goals_steps_summed():
+    """The admissible share's B - A gets its paired bootstrap over goals like the well-formed
+    one: a goal's admissible steps summed over its plays. Every goal moved by the same step
+    counts gives every resample the same difference: a zero-width interval at it."""
+    from gagpo.compare import format_markdown
+
+    # A: each goal once, 2 of 4 steps admissible (50%). B: each goal twice, 4 and 2 of 4
+    # admissible: 6 of 8 (75%), on every goal.
+    a = [ep(f"g{i}", steps=4, admissible=2) for i in range(10)]
+    b = [ep(f"g{i}", steps=4, admissible=n) for i in range(10) for n in (4, 2)]
+    r = compare(side("A", a), side("B", b), n_boot=500)
+    admissible = r["admissible"]
+    assert (admissible["a"]["rate"], admissible["b"]["rate"], admissible["diff"]) == (
+        0.5, 0.75, 0.25)
+    assert admissible["bootstrap_ci95"] == [0.25, 0.25]
+    row = next(line for line in format_markdown(r).splitlines()
+               if line.startswith("| admissible actions % |"))
+    assert row.endswith("| +25.0 [+25.0, +25.0] | bootstrap over goals; 40 and 80 steps |")
+
+
 def test_one_common_goal_gives_a_difference_without_a_t_interval():
     """One goal (a smoke run, say) is a comparison with a mean and no t interval: n/a in the
     table, not an error."""
@@ -224,6 +245,20 @@ def test_compare_refuses_bad_settings_and_names_goals_it_cannot_pair_in_full():
     assert str(apart.value) == (
         "A and B share no goal (A has 5, e.g. ['a0', 'a1', 'a2']; B has 5, e.g. ['b0', 'b1', "
         "'b2']): a paired comparison needs two evaluations of the same split")
+
+
+def test_compare_draws_10000_resamples_from_seed_0_unless_told():
+    """Called without a seed or a bootstrap size (as the real-model study's tables call it), a
+    comparison draws 10,000 resamples from seed 0, and its result and table say so."""
+    from gagpo.compare import format_markdown
+
+    rng = np.random.default_rng(4)
+    a = side("A", [ep(f"g{i}", score=float(x)) for i, x in enumerate(rng.uniform(0, 1, 12))])
+    b = side("B", [ep(f"g{i}", score=float(x)) for i, x in enumerate(rng.uniform(0, 1, 12))])
+    plain = compare(a, b)
+    assert (plain["seed"], plain["bootstrap"]) == (0, 10_000)
+    assert plain == compare(a, b, seed=0, n_boot=10_000)
+    assert "(10000 resamples, seed 0)" in format_markdown(plain)
 
 
 def test_goals_in_one_side_only_are_left_out_and_repeats_averaged():
@@ -474,6 +509,61 @@ def test_an_episodes_file_gives_each_episodes_counts_and_its_summary_the_sides_s
         load_evaluation(folder)
 
 
+def test_a_bad_record_is_refused_with_its_line_and_what_was_wrong_with_it(tmp_path):
+    """A line that is not an episode record is named with the error that said so: a field
+    missing by name, a count that is not a number, a line that is not JSON."""
+    folder = tmp_path / "eval"
+    folder.mkdir()
+    good = {"task_id": "g1", "won": False, "score": 0.0, "length": 3, "malformed_replies": 0,
+            "invalid_actions": 0}
+    for bad, error in (
+        (json.dumps({k: v for k, v in good.items() if k != "score"}), "KeyError: 'score'"),
+        (json.dumps(good | {"length": "three"}),
+         "ValueError: invalid literal for int() with base 10: 'three'"),
+        ("{oops", "JSONDecodeError: Expecting property name enclosed in double quotes: line 1 "
+                  "column 2 (char 1)"),
+    ):
+        (folder / "episodes.jsonl").write_text(bad + "\n" + json.dumps(good) + "\n")
+        with pytest.raises(ValueError) as refused:
+            load_evaluation(folder)
+        assert str(refused.value) == (f"{folder / 'episodes.jsonl'}, line 1: not an episode "
+                                      f"record ({error})")
+
+
+def test_an_episodes_file_without_a_whole_record_is_refused_by_name(tmp_path):
+    """An empty episodes.jsonl (an evaluation stopped before its first episode ended), blank
+    lines, or one torn line: no episodes, an error naming the file, not an empty side."""
+    folder = tmp_path / "eval"
+    folder.mkdir()
+    for text in ("", "\n\n", '{"task_id": "g1", "won"'):
+        (folder / "episodes.jsonl").write_text(text)
+        with pytest.raises(ValueError) as refused:
+            load_evaluation(folder)
+        assert str(refused.value) == f"{folder / 'episodes.jsonl'} holds no episode records"
+
+
+def test_records_in_any_script_read_the_same_whatever_the_locale(tmp_path):
+    """gagpo eval writes its records in UTF-8, goals and actions as the env words them, accents
+    and all; gagpo compare reads them as UTF-8 under any locale: here the C locale's ASCII with
+    Python's UTF-8 mode off, where the locale's encoding would not decode them."""
+    actions = ["search[crème brûlée]", "click[buy now]"]
+    for name, won in (("a", False), ("b", True)):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "episodes.jsonl").write_text("".join(
+            json.dumps({"task_id": f"café:{i}", "won": won, "score": 0.5, "length": 2,
+                        "malformed_replies": 0, "invalid_actions": 0, "actions": actions},
+                       ensure_ascii=False) + "\n" for i in range(2)), encoding="utf-8")
+    ascii_locale = os.environ | {"LC_ALL": "C", "LANG": "C", "PYTHONUTF8": "0",
+                                 "PYTHONCOERCECLOCALE": "0", "PYTHONIOENCODING": "utf-8"}
+    done = subprocess.run([sys.executable, "-m", "gagpo.cli", "compare", str(tmp_path / "a"),
+                           str(tmp_path / "b"), "--bootstrap", "200"], capture_output=True,
+                          encoding="utf-8", cwd=ROOT, env=ascii_locale, timeout=120)
+    assert done.returncode == 0, done.stderr
+    printed = done.stdout.splitlines()
+    assert printed[0].startswith("A = a, B = b: 2 common goals (2 and 2 episodes).")
+    assert "| `search[crème brûlée]` | 2 (50.0%) | 2 (50.0%) |" in printed
+
+
 def test_actions_are_counted_where_both_sides_name_them(tmp_path):
     """Records that name their actions (gagpo eval's since they were kept) are counted; an
     older side without them leaves the count out, not a table of zeros; a record whose actions
@@ -582,6 +672,58 @@ def test_run_compare_says_what_it_left_out_averaged_or_paired_across_splits(tmp_
                 if line.startswith("note:")]  # same goals, once each, one split
     single = _write_eval(tmp_path / "one", ["g9"], "test")  # a file of one line
     assert [e.goal for e in load_evaluation(single).episodes] == ["g9"]
+
+
+def _notes(capsys) -> list[str]:
+    return [line for line in capsys.readouterr().out.splitlines() if line.startswith("note:")]
+
+
+def test_run_compare_notes_goals_played_several_times_in_b(tmp_path, capsys):
+    from gagpo.compare import run_compare
+
+    a = _write_eval(tmp_path / "once", ["g1", "g2"], "test")
+    b = _write_eval(tmp_path / "twice", ["g1", "g2", "g2", "g1", "g1"], "test")
+    assert run_compare(a, b, n_boot=200)["goals"]["repeated_b"] == 2
+    assert _notes(capsys) == ["note: 2 goals were played several times in B: their episodes "
+                              "are averaged per goal"]
+
+
+def test_run_compare_notes_sides_of_different_environments_on_one_split(tmp_path, capsys):
+    """Two sides named the same split of different environments are not the same goals: the
+    note names both environments."""
+    from gagpo.compare import run_compare
+
+    a = _write_eval(tmp_path / "shop", ["g1", "g2"], "test")
+    b = _write_eval(tmp_path / "household", ["g1", "g2"], "test")
+    (b / "summary.json").write_text(json.dumps({"env": "ALFWorld-v0", "split": "test"}))
+    run_compare(a, b, n_boot=200)
+    assert _notes(capsys) == ["note: A is WebShop-v0 test, B is ALFWorld-v0 test"]
+
+
+def test_an_evaluation_without_its_summary_compares_with_no_env_or_split(tmp_path, capsys):
+    """Episodes sent on without the summary.json beside them still compare: that side has no
+    env, split or policy (an empty meta in the JSON), and no note pairs its split with the
+    other's."""
+    from gagpo.compare import run_compare
+
+    bare = _write_eval(tmp_path / "bare", ["g1", "g2"], "test")
+    (bare / "summary.json").unlink()
+    full = _write_eval(tmp_path / "full", ["g1", "g2"], "train")
+    assert load_evaluation(bare).meta == {}
+    out = tmp_path / "cmp.json"
+    result = run_compare(bare, full, out=out, n_boot=200)
+    assert _notes(capsys) == []
+    meta = [{}, {"env": "WebShop-v0", "split": "train", "policy": None}]
+    assert result["meta"] == meta and json.loads(out.read_text())["meta"] == meta
+
+
+def test_run_compare_refuses_labels_other_than_two_names_and_quotes_them():
+    from gagpo.compare import run_compare
+
+    for labels, given in ((["a", "b", "c"], "'a,b,c'"), (["before", " "], "'before, '")):
+        with pytest.raises(ValueError) as refused:
+            run_compare("nowhere_a", "nowhere_b", labels=labels)
+        assert str(refused.value) == f"--labels takes two names, A,B, not {given}"
 
 
 def test_cli_errors_exit_2_with_a_message(evals, tmp_path, capsys):
