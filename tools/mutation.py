@@ -432,6 +432,10 @@ TARGETS: tuple[Target, ...] = (
         ("gagpo/distributed.py",),
         ("tests/test_export.py",),
         ("gagpo.distributed.x_state_misfit", "gagpo.distributed.x_load_full_state"),
+        # A sharded model loads in torchrun's ranks (child processes): FSDP's resume.
+        subprocess_tests=(
+            "tests/test_trainer.py::test_torchrun_fsdp_trains_saves_and_resumes_to_the_same_parameters",
+        ),
     ),
     Target(
         # The shop's HTTP API: sessions, their step limit, and bad requests' 400s.
