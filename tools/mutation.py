@@ -441,7 +441,7 @@ TARGETS: tuple[Target, ...] = (
         # The shop's HTTP API: sessions, their step limit, and bad requests' 400s.
         "shop API",
         ("servers/webshop/web/api_view.py",),
-        ("tests/test_api.py",),
+        ("tests/test_api.py", "tests/test_tokens.py"),
     ),
     Target(
         # gagpo view's shop pages: each recorded step replayed on the run's own shop.
