@@ -25,6 +25,7 @@ from gagpo.evaluate import (
     format_table,
     held_out_lines,
     mean_interval,
+    ratio_or_nan,
     summarise,
     wilson,
 )
@@ -299,7 +300,7 @@ def test_step_rate_intervals_of_one_episode_or_equal_episodes_have_zero_width():
     assert episode_ratio_interval([3] * 7, [4] * 7, n_boot=1000, seed=3) == (0.75, 0.75)
     one = summarise([episode("a", True, 1.0, 4, invalid=1, malformed=2)])["all"]
     assert (one["admissible_ci95"], one["well_formed_ci95"]) == ([0.75, 0.75], [0.5, 0.5])
-    with pytest.raises(ValueError, match="at least one unit"):
+    with pytest.raises(ValueError, match="^a bootstrap needs at least one unit$"):
         episode_ratio_interval([], [], n_boot=1000, seed=0)
 
 
@@ -323,6 +324,59 @@ def test_bootstrap_draws_n_boot_resamples_of_n_units_each_with_every_unit_possib
     bootstrap_interval(400_000, statistic, n_boot=12, seed=0)  # 5 resamples a chunk
     assert len(shapes) > 1 and {s[1] for s in shapes} == {400_000}
     assert sum(s[0] for s in shapes) == 12
+
+
+def test_the_interval_ends_are_the_2_5_and_97_5_percentiles_of_n_boot_values():
+    """A statistic that numbers the resamples 0, 1, 2, ... (across the chunks): their 2.5% and
+    97.5% percentiles, interpolated as numpy does, are the interval; 10,000 of them."""
+    drawn = []
+
+    def numbered(idx):
+        first = sum(drawn)
+        drawn.append(len(idx))
+        return np.arange(first, first + len(idx), dtype=float)
+
+    for n in (5, 400_000):  # one chunk; 5 resamples a chunk
+        drawn.clear()
+        lo, hi = bootstrap_interval(n, numbered, n_boot=10_000 if n == 5 else 40, seed=0)
+        total = sum(drawn)
+        assert (lo, hi) == pytest.approx(tuple(np.percentile(np.arange(total), [2.5, 97.5])))
+    drawn.clear()
+    assert bootstrap_interval(5, numbered, n_boot=10_000, seed=0) == pytest.approx(
+        (249.975, 9749.025))
+
+
+def test_one_seed_one_interval_and_another_seed_another():
+    """The interval is a function of its seed (so a report is reproducible), and the seed is
+    used: another one draws other resamples. summarise's intervals are
+    :func:`episode_ratio_interval`'s with 10,000 resamples from seed 0."""
+    rng = np.random.default_rng(5)
+    lengths = rng.integers(1, 15, size=40)
+    bad = np.minimum(rng.integers(0, 6, size=40), lengths)
+    eps = [episode("a", True, 1.0, int(n), invalid=int(b)) for n, b in zip(lengths, bad,
+                                                                            strict=True)]
+    good = lengths - bad
+
+    def interval(**kw):
+        return episode_ratio_interval(good, lengths, **({"n_boot": 10_000, "seed": 0} | kw))
+
+    assert interval() == interval()
+    assert interval(seed=1) != interval()
+    assert interval(n_boot=10_001) != interval()
+    assert summarise(eps)["all"]["admissible_ci95"] == list(interval())
+
+
+def test_ratio_or_nan_divides_where_there_is_a_denominator_and_is_nan_elsewhere():
+    got = ratio_or_nan(np.array([3.0, 1.0, 0.0, 2.0]), np.array([4.0, 1.0, 0.0, 0.0]))
+    assert got.dtype == np.float64
+    np.testing.assert_array_equal(got, [0.75, 1.0, np.nan, np.nan])
+
+
+def test_a_one_step_episode_has_its_rate_as_its_interval():
+    one = summarise([episode("a", True, 1.0, 1)])["all"]
+    assert (one["admissible"], one["admissible_ci95"]) == (1.0, [1.0, 1.0])
+    bad = summarise([episode("a", False, 0.0, 1, invalid=1, malformed=1)])["all"]
+    assert (bad["well_formed_ci95"], bad["admissible_ci95"]) == ([0.0, 0.0], [0.0, 0.0])
 
 
 def test_summarise_intervals_stay_within_0_and_1():
