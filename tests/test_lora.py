@@ -271,6 +271,104 @@ def test_a_folded_lora_update_leaves_the_reference_pass_and_other_layers_to_peft
         assert not any("forward" in vars(m) for m in dropped.modules() if hasattr(m, "lora_A"))
 
 
+def _peft_then_folded(model, ids=IDS) -> list[tuple[torch.Tensor, dict]]:
+    """The loss of one pass of ``model`` and its adapters' gradients (None where none came),
+    as peft's layers compute them, then inside :func:`folded_lora_update`."""
+    runs = []
+    for fold in (False, True):
+        model.zero_grad(set_to_none=True)
+        with folded_lora_update(model) if fold else contextlib.nullcontext():
+            loss = _loss(model, ids)
+            loss.backward()
+        runs.append((loss.detach(), {n: p.grad for n, p in _adapters(model).items()}))
+    return runs
+
+
+def _assert_left_to_peft(model) -> None:
+    """Inside :func:`folded_lora_update` the loss and every adapter's gradient are peft's own,
+    bit for bit: the layers ran as peft runs them."""
+    (want, want_grads), (got, got_grads) = _peft_then_folded(model)
+    assert torch.equal(got, want)
+    assert got_grads.keys() == want_grads.keys()
+    for n, g in want_grads.items():
+        assert (got_grads[n] is None) == (g is None), n
+        assert g is None or torch.equal(got_grads[n], g), n
+
+
+def test_a_folded_lora_update_adds_a_biased_layers_bias_as_peft_does():
+    """Qwen2.5's query, key and value projections have biases: folded, such a layer computes
+    ``x (W + s B A)^T + bias``, so the loss and the adapters' gradients are peft's (up to
+    rounding) with the bias added once, as peft's base layer adds it."""
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    torch.manual_seed(0)
+    base = Qwen2ForCausalLM(Qwen2Config(
+        vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=1,
+        num_attention_heads=4, num_key_value_heads=2)).eval()
+    with torch.no_grad():  # biases as after training (initialised to zero)
+        for name, p in base.named_parameters():
+            if name.endswith(".bias"):
+                p.normal_(0, 1.0)
+    model = get_peft_model(base, LoraConfig(r=4, lora_alpha=8, target_modules="all-linear",
+                                            init_lora_weights=False))
+    layers = [m for m in model.modules() if hasattr(m, "lora_A")]
+    assert sum(m.get_base_layer().bias is not None for m in layers) == 3  # q, k and v
+    with folded_lora_update(model):
+        assert all("forward" in vars(m) for m in layers)  # the biased layers folded too
+    (want, want_grads), (got, got_grads) = _peft_then_folded(model)
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-4)
+    for n, g in want_grads.items():
+        torch.testing.assert_close(got_grads[n], g, rtol=1e-4,
+                                   atol=1e-5 * float(g.abs().max()), msg=n)
+
+
+def test_a_folded_lora_update_leaves_several_active_adapters_to_peft():
+    """Two adapters active at once (peft sums both in every layer): folding one of them would
+    drop the other, so the layers run as peft runs them, loss and gradients peft's own."""
+    torch.manual_seed(0)
+    model = _lora_model()
+    model.add_adapter("other", LoraConfig(r=4, lora_alpha=8, target_modules="all-linear",
+                                          init_lora_weights=False))
+    with torch.no_grad():
+        one = model(input_ids=IDS).logits
+    model.base_model.set_adapter(["default", "other"])
+    with torch.no_grad():
+        assert not torch.allclose(model(input_ids=IDS).logits, one)  # the second one counts
+    _assert_left_to_peft(model)
+
+
+def test_a_folded_lora_update_leaves_merged_adapters_to_peft():
+    """Adapters merged into the frozen weights (``merge_adapter``) are in ``W`` already:
+    folding ``W + s B A`` would add them twice, so the merged model runs as peft runs it
+    (its base layers alone, the same logits bit for bit, nothing to train)."""
+    torch.manual_seed(0)
+    model = _lora_model()
+    with torch.no_grad():
+        unmerged = model(input_ids=IDS).logits
+    model.merge_adapter()
+    want = model(input_ids=IDS).logits
+    torch.testing.assert_close(want, unmerged, atol=1e-5, rtol=1e-4)
+    with folded_lora_update(model):
+        got = model(input_ids=IDS).logits
+    assert torch.equal(got, want) and not got.requires_grad
+
+
+@pytest.mark.parametrize("variant", [{"use_dora": True}, {"alora_invocation_tokens": [7, 8]}],
+                         ids=["dora", "alora"])
+def test_a_folded_lora_update_leaves_lora_variants_to_peft(variant):
+    """A LoRA variant is not ``W + s B A``: DoRA rescales each output by a learned magnitude,
+    aLoRA adapts only the positions from its invocation tokens on. Its layers run as peft
+    runs them, loss and gradients peft's own."""
+    torch.manual_seed(0)
+    model = get_peft_model(load_model(tiny_model_folder(TinySpec()))[0], LoraConfig(
+        r=4, lora_alpha=8, target_modules="all-linear", init_lora_weights=False, **variant))
+    with torch.no_grad():  # a variant's own parameters as after training
+        for n, p in _adapters(model).items():
+            if "lora_magnitude_vector" in n:
+                p.mul_(1.5)
+    _assert_left_to_peft(model)
+
+
 def _float32_lora_update(fold: str) -> tuple[dict[str, torch.Tensor], int]:
     """One float32 LoRA update of the tiny model on a CPU: its adapters after, and how many
     matrix products its passes ran."""
@@ -434,6 +532,96 @@ def test_a_lora_run_started_from_another_lora_runs_folder_loads_as_the_model_it_
     config.write_text(json.dumps({**settings, "base_model_name_or_path": str(tmp_path / "b")}))
     with pytest.raises(ValueError, match="lead back to themselves"):
         load_model(str(tmp_path / "b"), device="cpu")
+
+
+def test_a_folder_whose_adapters_retrain_some_tokens_loads_with_those_tokens_trained(tmp_path):
+    """peft's ``trainable_token_indices``: a few rows of the (tied) embedding trained beside the
+    adapters. The folder loads as the model it trained, those rows merged into the embedding,
+    which is its output layer again, and no peft wrapper left."""
+    from peft.utils.other import AuxiliaryTrainingWrapper
+
+    torch.manual_seed(0)
+    base, tokenizer = load_model(tiny_model_folder(TinySpec()))
+    model = get_peft_model(base, LoraConfig(r=4, lora_alpha=8, target_modules="all-linear",
+                                            init_lora_weights=False,
+                                            trainable_token_indices=[6, 8, 10]))
+    with torch.no_grad():
+        without = model(input_ids=IDS).logits
+        for n, p in _adapters(model).items():
+            if "trainable_tokens_delta" in n:
+                p.normal_(0, 1.0)  # the trained rows
+        want = model(input_ids=IDS).logits
+    assert not torch.allclose(want, without)  # the trained rows matter
+    model.save_pretrained(tmp_path)
+    tokenizer.save_pretrained(tmp_path)
+    loaded, _ = load_model(str(tmp_path))
+    assert not any(isinstance(m, AuxiliaryTrainingWrapper) for m in loaded.modules())
+    assert loaded.get_output_embeddings().weight is loaded.get_input_embeddings().weight
+    with torch.no_grad():
+        torch.testing.assert_close(loaded(input_ids=IDS).logits, want, atol=1e-5, rtol=1e-4)
+
+
+def test_adapters_load_over_a_model_whose_embeddings_transformers_left_untied(tmp_path):
+    """A checkpoint whose config asks for tied embeddings but holds two different matrices:
+    transformers loads it untied (with a warning), and its adapters load over it as the model
+    they trained, the output layer still its own (nothing was unwrapped to tie again)."""
+    import json
+
+    base, tokenizer = load_model(tiny_model_folder(TinySpec()))
+    torch.manual_seed(0)
+    head = base.get_output_embeddings()
+    head.weight = torch.nn.Parameter(head.weight.detach() + torch.randn_like(head.weight))
+    base.config.tie_word_embeddings = False
+    base.save_pretrained(tmp_path / "base")
+    tokenizer.save_pretrained(tmp_path / "base")
+    config = tmp_path / "base" / "config.json"
+    config.write_text(json.dumps({**json.loads(config.read_text()), "tie_word_embeddings": True}))
+    untied, _ = load_model(str(tmp_path / "base"))
+    assert untied.config.tie_word_embeddings
+    assert untied.get_output_embeddings().weight is not untied.get_input_embeddings().weight
+    model = get_peft_model(untied, LoraConfig(r=4, lora_alpha=8, target_modules="all-linear",
+                                              init_lora_weights=False))
+    with torch.no_grad():
+        want = model(input_ids=IDS).logits
+    model.save_pretrained(tmp_path / "final")
+    tokenizer.save_pretrained(tmp_path / "final")
+    loaded, _ = load_model(str(tmp_path / "final"))
+    assert loaded.get_output_embeddings().weight is not loaded.get_input_embeddings().weight
+    with torch.no_grad():
+        torch.testing.assert_close(loaded(input_ids=IDS).logits, want, atol=1e-4, rtol=1e-4)
+
+
+def test_a_module_trained_in_full_loads_where_the_config_names_no_tied_embeddings(tmp_path):
+    """Some architectures' configs have no ``tie_word_embeddings`` at all (Ergo's): a folder
+    whose adapters trained a module in full (peft's ``modules_to_save``, here the output
+    layer) loads over such a model as the model it trained."""
+    import transformers
+
+    if not hasattr(transformers, "ErgoConfig"):
+        pytest.skip("an older transformers, without Ergo")
+    tokenizer = load_model(tiny_model_folder(TinySpec()))[1]
+    torch.manual_seed(0)
+    config = transformers.ErgoConfig(
+        vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+        num_key_value_heads=1, head_dim=16, first_dense_intermediate_size=64,
+        num_dense_blocks=1)  # one dense layer: no experts
+    assert not hasattr(config, "tie_word_embeddings")
+    transformers.ErgoForCausalLM(config).save_pretrained(tmp_path / "base")
+    tokenizer.save_pretrained(tmp_path / "base")
+    model = get_peft_model(load_model(str(tmp_path / "base"))[0], LoraConfig(
+        r=4, lora_alpha=8, target_modules=["qkv_proj"], init_lora_weights=False,
+        modules_to_save=["lm_head"]))
+    with torch.no_grad():
+        for n, p in _adapters(model).items():
+            if ".modules_to_save." in n:
+                p.add_(torch.randn_like(p))  # the output layer as after training
+        want = model(input_ids=IDS).logits
+    model.save_pretrained(tmp_path / "final")
+    tokenizer.save_pretrained(tmp_path / "final")
+    loaded, _ = load_model(str(tmp_path / "final"))
+    assert not hasattr(loaded, "peft_config")
+    with torch.no_grad():
+        torch.testing.assert_close(loaded(input_ids=IDS).logits, want, atol=1e-5, rtol=1e-4)
 
 
 def test_lora_embeddings_train_the_tied_embedding_beside_the_adapters(tmp_path):
