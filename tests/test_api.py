@@ -20,14 +20,28 @@ from gagpo.servers.webshop.web.tokens import BadToken, decode_state, encode_stat
 
 SECRET = "test-secret"
 
+# The errors' whole messages, as clients read them.
+BODY_ERROR = "the request body must be a JSON object"
+GOAL_ERROR = "'goal' must be an integer or null"
+MODE_ERROR = "'observation_mode' must be one of ['text', 'text_rich', 'html']"
+SESSION_ERROR = "'session' must be the token string a previous response returned"
+ACTION_ERROR = "'action' must be a string such as 'search[red shoes]' or 'click[...]'"
+SURROGATE_ERROR = "'action' is not valid Unicode text (it holds a lone surrogate)"
+REQUEST_INFOS_ERROR = "'request_infos' must be a list drawn from ['expert_action']"
+WITHHELD_ERROR = "this shop withholds ['expert_action'] from clients (--no-expert-infos)"
+METHOD_ERROR = "The method is not allowed for the requested URL."
+
 
 @pytest.fixture(scope="module")
 def shop():
     return open_shop(num_products=200)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def app(shop):
+    """A new app for every test (about 5 ms): each test that uses it runs create_app and the
+    API's registration (routes, methods, the expert-infos switch), so mutation testing, which
+    runs for each mutant only the tests that ran its code, counts all of them there."""
     return create_app(shop, secret=SECRET)
 
 
@@ -36,6 +50,14 @@ def client(app):
     c = app.test_client()
     yield c
     # Whatever a test sent, the app must still answer.
+    assert c.get("/api/v1/info").status_code == 200
+
+
+@pytest.fixture
+def closed_client(shop):
+    """A client of a shop started with ``--no-expert-infos`` (``expert_infos=False``)."""
+    c = create_app(shop, secret=SECRET, expert_infos=False).test_client()
+    yield c
     assert c.get("/api/v1/info").status_code == 200
 
 
@@ -78,6 +100,40 @@ def test_info(client, shop):
     assert info["splits"]["train"][1] == n
     assert info["observation_modes"] == ["text", "text_rich", "html"]
     assert info["max_steps"] == 15
+    assert info["request_infos"] == ["expert_action"]
+    assert set(info) == {"products", "goals", "goal_kind", "splits", "observation_modes",
+                         "max_steps", "request_infos"}
+
+
+def test_info_of_a_shop_without_expert_infos_offers_no_request_infos(closed_client):
+    info = closed_client.get("/api/v1/info").get_json()
+    assert info["request_infos"] == []
+
+
+def test_api_views_offer_expert_infos_unless_told_otherwise(shop):
+    """``ApiViews`` on its own (as another app may register it) offers ``expert_action``."""
+    from flask import Flask
+
+    from gagpo.servers.webshop.web.api_view import ApiViews
+
+    app = Flask(__name__)
+    ApiViews(shop, SECRET).register(app)
+    client = app.test_client()
+    assert client.get("/api/v1/info").get_json()["request_infos"] == ["expert_action"]
+    code, out = post(client, "sessions", {"goal": 0, "request_infos": ["expert_action"]})
+    assert code == 201 and out["info"]["expert_action"].startswith("search[")
+
+
+def test_api_endpoints_keep_their_names(app):
+    """The routes' endpoint names are stable, for ``url_for`` in code built on the app."""
+    from flask import url_for
+
+    with app.test_request_context():
+        assert {name: url_for(name) for name in (
+            "api_info", "api_open", "api_step", "api_observe", "api_close")} == {
+            "api_info": "/api/v1/info", "api_open": "/api/v1/sessions",
+            "api_step": "/api/v1/sessions/step", "api_observe": "/api/v1/sessions/observe",
+            "api_close": "/api/v1/sessions/close"}
 
 
 def test_open_step_observe_close_round_trip(client, shop):
@@ -343,6 +399,98 @@ def test_signed_but_malformed_payloads_are_bad_tokens():
             decode_state(payload, SECRET)
 
 
+def test_a_step_past_the_limit_leaves_nothing_to_do(client):
+    """The no-op after a truncation is not done and offers nothing: no admissible action, no
+    search bar, no clickable, and an ``expert_action`` of None when asked for (unasked, the
+    info has none); everything else is the page's, as a look at it shows."""
+    code, out = post(client, "sessions", {"goal": 2, "max_steps": 1})
+    assert code == 201
+    token = step(client, out["session"], "search[socks]")["session"]
+    ended = {"admissible_actions", "available_actions", "action_valid", "feedback",
+             "expert_action"}
+    for asked in (["expert_action"], None):
+        code, out = post(client, "sessions/step", {"session": token, "action": "click[next >]",
+                                                   "request_infos": asked})
+        assert code == 200
+        assert (out["done"], out["reward"], out["truncated"], out["steps"]) == (
+            False, 0.0, True, 1)
+        info = out["info"]
+        assert info["action_valid"] is False
+        assert info["feedback"] == ("The episode is over (truncated after 1 steps): open a "
+                                    "new session.")
+        assert info["admissible_actions"] == []
+        assert info["available_actions"] == {"has_search_bar": False, "clickables": []}
+        if asked:
+            assert info["expert_action"] is None
+        else:
+            assert "expert_action" not in info
+        code, seen = post(client, "sessions/observe", {"session": token, "request_infos": asked})
+        assert code == 200 and seen["info"]["admissible_actions"] != []
+        assert set(info) == set(seen["info"]) | {"feedback"}
+        assert {k: v for k, v in info.items() if k not in ended} == {
+            k: v for k, v in seen["info"].items() if k not in ended}
+
+
+# -------------------------------------------------------------- extra infos (request_infos)
+
+
+def test_expert_action_is_given_only_when_asked_for(client, shop):
+    """``request_infos: ["expert_action"]`` adds the expert's next move to the opening, a step
+    and a look; without it (absent, null or an empty list) the info has no such key."""
+    from gagpo.servers.webshop.expert import expert_action
+
+    ask = {"request_infos": ["expert_action"]}
+    code, out = post(client, "sessions", {"goal": 2, **ask})
+    state = shop.initial_state(2)
+    assert code == 201 and out["info"]["expert_action"] == expert_action(shop, state)
+    token, action = out["session"], out["info"]["expert_action"]
+    code, out = post(client, "sessions/step", {"session": token, "action": action, **ask})
+    state = shop.step(state, action).state
+    assert code == 200 and out["info"]["expert_action"] == expert_action(shop, state)
+    code, seen = post(client, "sessions/observe", {"session": out["session"], **ask})
+    assert code == 200 and seen["info"]["expert_action"] == out["info"]["expert_action"]
+    calls = (("sessions", {"goal": 2}), ("sessions/step", {"session": token, "action": action}),
+             ("sessions/observe", {"session": token}))
+    for unasked in ({}, {"request_infos": None}, {"request_infos": []}):
+        for path, body in calls:
+            code, out = post(client, path, {**body, **unasked})
+            assert code in (200, 201) and "expert_action" not in out["info"], (path, unasked)
+
+
+@pytest.mark.parametrize("asked", [
+    "expert_action", 5, True, {"expert_action": True}, ["no_such_info"],
+    ["expert_action", "score"], [None], [["expert_action"]],
+])
+def test_request_infos_must_be_a_list_of_known_names(client, closed_client, asked):
+    """Anything but a list of the names the API knows is a 400 that names them, on every
+    session call, also on a shop that withholds them (the request is malformed either way)."""
+    token = open_session(client)["session"]
+    calls = (("sessions", {"goal": 0}),
+             ("sessions/step", {"session": token, "action": "search[x]"}),
+             ("sessions/observe", {"session": token}))
+    for c in (client, closed_client):
+        for path, body in calls:
+            code, out = post(c, path, {**body, "request_infos": asked})
+            assert (code, out) == (400, {"error": REQUEST_INFOS_ERROR}), (path, asked)
+
+
+def test_a_shop_without_expert_infos_answers_403_to_expert_action(closed_client):
+    """``--no-expert-infos``: asking for ``expert_action`` is a 403 that says why, on every
+    session call; the same calls without it are answered as usual."""
+    ask = {"request_infos": ["expert_action"]}
+    assert post(closed_client, "sessions", {"goal": 0, **ask}) == (
+        403, {"error": WITHHELD_ERROR})
+    code, out = post(closed_client, "sessions", {"goal": 0})
+    assert code == 201 and "expert_action" not in out["info"]
+    token = out["session"]
+    for path, body in (("sessions/step", {"session": token, "action": "search[red]"}),
+                       ("sessions/observe", {"session": token})):
+        assert post(closed_client, path, {**body, **ask}) == (
+            403, {"error": WITHHELD_ERROR}), path
+        code, out = post(closed_client, path, {**body, "request_infos": []})
+        assert code == 200 and "expert_action" not in out["info"], path
+
+
 # ------------------------------------------------------------------ invalid actions (200)
 
 
@@ -424,26 +572,74 @@ def test_token_for_another_shop_is_404(client, shop):
 @pytest.mark.parametrize("body", [
     {"goal": "3"}, {"goal": True}, {"goal": 1.5}, {"goal": [1]},
     {"goal": 0, "observation_mode": "xml"}, {"goal": 0, "observation_mode": 5},
+    {"goal": 0, "observation_mode": "TEXT"},
 ])
 def test_open_wrong_types_are_400(client, body):
-    code, out = post(client, "sessions", body)
-    assert code == 400 and "error" in out
+    error = MODE_ERROR if "observation_mode" in body else GOAL_ERROR
+    assert post(client, "sessions", body) == (400, {"error": error})
 
 
 @pytest.mark.parametrize("goal", [-1, 10**9, 10**30])
-def test_open_unknown_goal_is_404(client, goal):
-    code, out = post(client, "sessions", {"goal": goal})
-    assert code == 404 and "error" in out
+def test_open_unknown_goal_is_404(client, shop, goal):
+    n = len(shop.goals)
+    assert post(client, "sessions", {"goal": goal}) == (
+        404, {"error": f"unknown goal {goal}: goals are 0..{n - 1}"})
+
+
+def test_goals_are_0_to_n_minus_1(client, shop):
+    """The last goal opens; the number of goals is one past it, a 404 naming the range."""
+    n = len(shop.goals)
+    assert open_session(client, goal=n - 1)["info"]["goal_index"] == n - 1
+    for goal in (n, n + 1):
+        assert post(client, "sessions", {"goal": goal}) == (
+            404, {"error": f"unknown goal {goal}: goals are 0..{n - 1}"})
+
+
+def test_observation_mode_defaults_to_text(client):
+    """Absent or null, the observation mode is ``text``, on every session call."""
+    text = open_session(client, goal=4, mode="text")
+    token = text["session"]
+    searched = step(client, token, "search[red]")["observation"]
+    for unset in ({}, {"observation_mode": None}):
+        code, out = post(client, "sessions", {"goal": 4, **unset})
+        assert code == 201 and out["observation"] == text["observation"], unset
+        code, out = post(client, "sessions/observe", {"session": token, **unset})
+        assert code == 200 and out["observation"] == text["observation"], unset
+        code, out = post(client, "sessions/step",
+                         {"session": token, "action": "search[red]", **unset})
+        assert code == 200 and out["observation"] == searched, unset
 
 
 def test_step_wrong_types_are_400(client):
     token = open_session(client)["session"]
-    for body in ({"session": token}, {"session": token, "action": 5},
-                 {"session": token, "action": ["click[next >]"]},
-                 {"session": 5, "action": "click[x]"}, {"action": "click[x]"},
-                 {"session": token, "action": "search[x]", "observation_mode": "pdf"}):
-        code, out = post(client, "sessions/step", body)
-        assert code == 400 and "error" in out, body
+    for body, error in (
+            ({"session": token}, ACTION_ERROR), ({"session": token, "action": None}, ACTION_ERROR),
+            ({"session": token, "action": 5}, ACTION_ERROR),
+            ({"session": token, "action": ["click[next >]"]}, ACTION_ERROR),
+            ({"session": 5, "action": "click[x]"}, SESSION_ERROR),
+            ({"action": "click[x]"}, SESSION_ERROR),
+            ({"session": token, "action": "search[x]", "observation_mode": "pdf"}, MODE_ERROR)):
+        assert post(client, "sessions/step", body) == (400, {"error": error}), body
+
+
+@pytest.mark.parametrize("path", ["sessions/step", "sessions/observe", "sessions/close"])
+def test_a_session_that_is_no_token_string_is_400(client, path):
+    token = open_session(client)["session"]
+    for session in (None, 5, [token], {"session": token}, True):
+        assert post(client, path, {"session": session, "action": "click[x]"}) == (
+            400, {"error": SESSION_ERROR}), session
+    assert post(client, path, {"action": "click[x]"}) == (400, {"error": SESSION_ERROR})
+
+
+def test_a_json_object_is_read_whatever_its_content_type(client):
+    """``curl -d '{...}'`` labels the body a form, other clients text/plain or nothing: the
+    API reads a JSON object all the same (and its ``request_infos``)."""
+    body = json.dumps({"goal": 1, "request_infos": ["expert_action"]})
+    for content_type in ("text/plain", "application/x-www-form-urlencoded", None):
+        r = client.post("/api/v1/sessions", data=body, content_type=content_type)
+        assert r.status_code == 201, content_type
+        out = r.get_json()
+        assert out["info"]["goal_index"] == 1 and "expert_action" in out["info"], content_type
 
 
 @pytest.mark.parametrize("data", [b"not json", b"{", b"[1, 2]", b'"text"', b"null",
@@ -451,10 +647,9 @@ def test_step_wrong_types_are_400(client):
 def test_non_json_bodies_are_400(client, data):
     for path in ("sessions", "sessions/step", "sessions/observe", "sessions/close"):
         r = client.post(f"/api/v1/{path}", data=data, content_type="application/json")
-        assert r.status_code == 400, (path, r.status_code)
-        assert "error" in r.get_json()
+        assert (r.status_code, r.get_json()) == (400, {"error": BODY_ERROR}), path
     r = client.post("/api/v1/sessions", data=data, content_type="text/plain")
-    assert r.status_code == 400
+    assert (r.status_code, r.get_json()) == (400, {"error": BODY_ERROR})
 
 
 def test_lone_surrogates_are_400(client):
@@ -464,16 +659,19 @@ def test_lone_surrogates_are_400(client):
         body = json.dumps({"session": token, "action": "search[\ud800 x]",
                            "observation_mode": mode})
         r = client.post("/api/v1/sessions/step", data=body, content_type="application/json")
-        assert r.status_code == 400 and "error" in r.get_json()
+        assert (r.status_code, r.get_json()) == (400, {"error": SURROGATE_ERROR})
     r = client.get("/search_results/fixed_0/%5B'%5Cud800'%5D/1")
     assert r.status_code == 400
 
 
 def test_wrong_method_is_405_json(client):
-    for method, path in (("GET", "sessions"), ("PUT", "sessions/step"),
-                         ("DELETE", "sessions/close"), ("POST", "info")):
+    """The session routes take POST only, ``info`` GET only: anything else is a JSON 405."""
+    for method, path in (("GET", "sessions"), ("GET", "sessions/step"),
+                         ("GET", "sessions/observe"), ("GET", "sessions/close"),
+                         ("PUT", "sessions/step"), ("DELETE", "sessions/close"),
+                         ("PATCH", "sessions/observe"), ("POST", "info"), ("PUT", "info")):
         r = client.open(f"/api/v1/{path}", method=method)
-        assert r.status_code == 405 and "error" in r.get_json()
+        assert (r.status_code, r.get_json()) == (405, {"error": METHOD_ERROR}), (method, path)
 
 
 def test_unknown_api_path_is_404_json(client):
