@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 from test_trainer import _params, _tiny_cfg
+from two_ranks import TWO_RANKS, run_two_ranks
 
 from gagpo.agents.models import load_model
 from gagpo.cli import main
@@ -397,3 +398,16 @@ def test_export_of_a_lora_run_that_trains_its_embeddings_is_its_final_model(tmp_
     start = _loaded("tiny")
     name = "model.embed_tokens.weight"
     assert not torch.equal(start[name], exported[name])  # the run moved the embedding
+
+
+@TWO_RANKS
+def test_a_sharded_model_loads_rank_0s_full_tensors_on_every_rank(tmp_path):
+    """A resume under FSDP: rank 0 holds the checkpoint's full tensors and the other rank
+    none; after :func:`load_full_state` the gathered model is the checkpoint, every shard of
+    it (a rank left with its own weights, or tensors loaded as shards, would show here)."""
+    saved = run_two_ranks("distributed_load.py", "fsdp", tmp_path)
+    wanted, got = saved["wanted"], saved["got"]
+    assert got.keys() == wanted.keys() and len(got) > 0
+    for name, tensor in wanted.items():
+        torch.testing.assert_close(got[name], tensor, rtol=0, atol=0, msg=name)
+

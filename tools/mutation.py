@@ -432,9 +432,9 @@ TARGETS: tuple[Target, ...] = (
         ("gagpo/distributed.py",),
         ("tests/test_export.py",),
         ("gagpo.distributed.x_state_misfit", "gagpo.distributed.x_load_full_state"),
-        # A sharded model loads in torchrun's ranks (child processes): FSDP's resume.
+        # A sharded model loads in torchrun's ranks (child processes), as FSDP's resume does.
         subprocess_tests=(
-            "tests/test_trainer.py::test_torchrun_fsdp_trains_saves_and_resumes_to_the_same_parameters",
+            "tests/test_export.py::test_a_sharded_model_loads_rank_0s_full_tensors_on_every_rank",
         ),
     ),
     Target(
