@@ -33,6 +33,7 @@ from gagpo.servers.webshop import open_shop
 from gagpo.servers.webshop.shop import MAX_QUERY_CHARS, Shop, State
 from gagpo.servers.webshop.web.app import create_app
 from gagpo.servers.webshop.web.tokens import (
+    MAX_TOKEN_CHARS,
     MAX_VISITED,
     SALT,
     SECRET_ENV,
@@ -369,9 +370,17 @@ def test_read_state_reads_a_token_without_its_secret_and_its_url_serves_that_pag
         assert r.status_code == 200, (s.page, url, r.status_code)
     assert state_url("http://shop", "fixed_0", states[1]).startswith(
         "http://shop/search_results/fixed_0/")
-    for token in ("", "x" * 70_000, "not.a.token", 17):
-        with pytest.raises(BadToken):
+    for token, why in (("", "the session token must be a non-empty string"),
+                       (17, "the session token must be a non-empty string"),
+                       ("x" * (MAX_TOKEN_CHARS + 1), "the session token is too long"),
+                       ("not.a.token", "unsupported session token payload"),
+                       ("\ud800", "the session token could not be decoded")):
+        with pytest.raises(BadToken) as e:
             read_state(token)
+        assert str(e.value) == why
+    padded = encode_state(states[1], REAL)
+    padded += "=" * (MAX_TOKEN_CHARS - len(padded))  # at the limit: read, not refused
+    assert read_state(padded) == states[1]
     with pytest.raises(BadToken, match="search page"):  # a shape no transition makes
         read_state(encode_state(State(goal=0, page="search", keywords=("x",)), REAL))
 
@@ -555,3 +564,21 @@ def test_reward_memos_stay_within_their_bytes(shop, real_client):
         for memo in memos:
             memo.cache_clear()
             memo.cache.max_bytes = reward._CACHE_BYTES
+
+
+def test_a_session_keeps_its_step_count_and_limit_at_their_edges(shop):
+    """A session token carries its steps and step limit: the limit from 1 to the largest
+    allowed, the steps up to the limit (a session truncated at its limit still decodes); one
+    past either edge is refused."""
+    from gagpo.servers.webshop.limits import MAX_SESSION_STEPS
+    from gagpo.servers.webshop.web.tokens import Session, decode_session, encode_session
+
+    state = shop.initial_state(0)
+    for steps, limit in ((0, 1), (1, 1), (3, 40), (40, 40), (0, MAX_SESSION_STEPS),
+                         (MAX_SESSION_STEPS, MAX_SESSION_STEPS)):
+        got = decode_session(encode_session(Session(state, steps, limit), "k"), "k", shop)
+        assert (got.state, got.steps, got.max_steps) == (state, steps, limit)
+    for steps, limit in ((0, 0), (2, 1), (-1, 5), (0, MAX_SESSION_STEPS + 1)):
+        with pytest.raises(BadToken, match=r"^the step count must be in 0\.\.limit"):
+            decode_session(encode_session(Session(state, steps, limit), "k"), "k", shop)
+

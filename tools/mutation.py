@@ -453,7 +453,12 @@ TARGETS: tuple[Target, ...] = (
         # "B beats A" in the README rests on these intervals and tests.
         "paired comparison",
         ("gagpo/compare.py",),
-        ("tests/test_compare.py",),
+        # The locale test runs gagpo compare in a child process (mutmut's stats run fails
+        # there); it runs on the survivors.
+        ("tests/test_compare.py", "-k", "not whatever_the_locale"),
+        subprocess_tests=(
+            "tests/test_compare.py::test_records_in_any_script_read_the_same_whatever_the_locale",
+        ),
     ),
 )
 
