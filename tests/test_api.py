@@ -665,13 +665,18 @@ def test_lone_surrogates_are_400(client):
 
 
 def test_wrong_method_is_405_json(client):
-    """The session routes take POST only, ``info`` GET only: anything else is a JSON 405."""
+    """The session routes take POST only, ``info`` GET only: anything else is a JSON 405 whose
+    Allow header names what the route takes."""
     for method, path in (("GET", "sessions"), ("GET", "sessions/step"),
                          ("GET", "sessions/observe"), ("GET", "sessions/close"),
                          ("PUT", "sessions/step"), ("DELETE", "sessions/close"),
                          ("PATCH", "sessions/observe"), ("POST", "info"), ("PUT", "info")):
         r = client.open(f"/api/v1/{path}", method=method)
         assert (r.status_code, r.get_json()) == (405, {"error": METHOD_ERROR}), (method, path)
+        # HTTP requires a 405 to say what the route takes.
+        allowed = {m.strip() for m in r.headers["Allow"].split(",")}
+        assert ("GET" if path == "info" else "POST") in allowed and method not in allowed
+        assert r.headers["Content-Type"] == "application/json"
 
 
 def test_unknown_api_path_is_404_json(client):

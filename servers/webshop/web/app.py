@@ -88,9 +88,11 @@ def _register_error_handlers(app: Flask) -> None:
     @app.errorhandler(HTTPException)
     def http_error(e: HTTPException):
         message = e.description or e.name
+        # The exception's own headers (a 405's Allow, HTTP requires it), not its content type.
+        headers = [(k, v) for k, v in e.get_headers() if k.lower() != "content-type"]
         if is_api_request():
-            return jsonify(error=message), e.code
-        return render_error(e.code or 500, message, root=request.script_root), e.code
+            return jsonify(error=message), e.code, headers
+        return render_error(e.code or 500, message, root=request.script_root), e.code, headers
 
     @app.errorhandler(Exception)
     def crash(e: Exception):
