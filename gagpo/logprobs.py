@@ -63,6 +63,9 @@ def reply_logprobs(
     floating-point rounding. It pays where rows repeat prompts (the copies of a task in the
     same state with the same history) and where padding costs as much as tokens (a CPU).
     """
+    if len(prompts) != len(replies):
+        raise ValueError(f"{len(prompts)} prompts for {len(replies)} replies: a reply needs "
+                         "its own prompt (repeat a shared one)")
     if packed:
         return _packed_reply_logprobs(model, prompts, replies, temperature=temperature,
                                       with_entropy=with_entropy, autocast_dtype=autocast_dtype)

@@ -569,3 +569,124 @@ def test_padded_micro_batches_keep_consecutive_rows_once_within_the_budget():
             assert len(b) * max(lengths[i] for i in b) <= budget or len(b) == 1, case
         for b, after in zip(cut, cut[1:], strict=False):
             assert (len(b) + 1) * max(lengths[i] for i in b + after[:1]) > budget, case
+
+
+# -- what reply_logprobs computes: defaults, temperature, autocast, positions -----------------
+
+_PROMPTS = [[5, 6, 7, 8, 9, 10], [11, 12], [5, 6, 7, 8, 9, 10], [20, 21, 22, 23]]
+_REPLIES = [[30, 31], [40, 41, 42, 43], [32, 33, 34], [50]]
+
+
+def _alone(model, prompts, replies, temperature=1.0, autocast_dtype=None):
+    """Each row's log-probs and entropies from a forward pass of that row alone (no padding,
+    no packing), ``log_softmax(logits / temperature)``, under autocast in ``autocast_dtype``
+    when one is given."""
+    out = []
+    for p, r in zip(prompts, replies, strict=True):
+        with torch.no_grad(), torch.autocast("cpu", dtype=autocast_dtype or torch.bfloat16,
+                                             enabled=autocast_dtype is not None):
+            logits = model(torch.tensor([p + r])).logits[0, len(p) - 1:-1]
+        logp_all = torch.log_softmax(logits.float() / temperature, -1)
+        out.append((logp_all.gather(1, torch.tensor(r)[:, None])[:, 0],
+                    -(logp_all.exp() * logp_all).sum(-1)))
+    return out
+
+
+def _assert_rows_match(logp, mask, ent, alone, atol):
+    """``[B, T]`` right-aligned values against each row's own ``(logp, entropy)``."""
+    T = logp.shape[1]
+    for i, (want, want_ent) in enumerate(alone):
+        n = len(want)
+        assert mask[i].tolist() == [0.0] * (T - n) + [1.0] * n, i
+        torch.testing.assert_close(logp[i, T - n:], want, atol=atol, rtol=0, msg=str(i))
+        if ent is not None:
+            torch.testing.assert_close(ent[i, T - n:], want_ent, atol=atol, rtol=0, msg=str(i))
+
+
+def test_reply_logprobs_by_default_are_the_padded_passes_at_temperature_one_without_entropy():
+    """A caller that asks for nothing else gets ``log_softmax(logits)`` (temperature 1), no
+    entropies (None, in either pass) and the padded pass: exactly ``packed=False``'s values,
+    and unpaired prompts and replies refused as :func:`pad_batch` refuses them."""
+    from gagpo.agents.models import load_model
+
+    model, tok = load_model("tiny")
+    with torch.no_grad():
+        logp, mask, ent = reply_logprobs(model, _PROMPTS, _REPLIES, pad_id=tok.pad_token_id)
+        assert ent is None
+        _assert_rows_match(logp, mask, None, _alone(model, _PROMPTS, _REPLIES), atol=1e-5)
+        padded = reply_logprobs(model, _PROMPTS, _REPLIES, pad_id=tok.pad_token_id,
+                                packed=False)
+        assert torch.equal(logp, padded[0]) and torch.equal(mask, padded[1])
+        packed = reply_logprobs(model, _PROMPTS, _REPLIES, pad_id=tok.pad_token_id,
+                                packed=True)
+        assert packed[2] is None
+        torch.testing.assert_close(packed[0], logp, atol=1e-5, rtol=0)
+        # Unpaired lists, in either pass (the packed one broadcast one prompt's log-probs
+        # under three replies' masks, or failed with an IndexError).
+        for prompts, replies in (([[5, 6], [7, 8]], [[9]]), ([[5, 6]], [[9], [10], [11]])):
+            for pack in (False, True):
+                with pytest.raises(ValueError, match=r"^\d prompts for \d replies"):
+                    reply_logprobs(model, prompts, replies, pad_id=tok.pad_token_id,
+                                   packed=pack)
+
+
+@pytest.mark.parametrize("packed", [False, True])
+@pytest.mark.parametrize("temperature", [2.0, 0.5])
+def test_log_probs_at_a_temperature_are_those_of_the_logits_divided_by_it(temperature, packed):
+    """Any temperature other than 1 (2 included) divides the logits before the softmax: the
+    log-probs and entropies of ``softmax(logits / T)``, in the padded and the packed pass."""
+    from gagpo.agents.models import load_model
+
+    model, tok = load_model("tiny")
+    with torch.no_grad():
+        logp, mask, ent = reply_logprobs(model, _PROMPTS, _REPLIES, pad_id=tok.pad_token_id,
+                                         temperature=temperature, with_entropy=True,
+                                         packed=packed)
+    alone = _alone(model, _PROMPTS, _REPLIES, temperature=temperature)
+    _assert_rows_match(logp, mask, ent, alone, atol=1e-5)
+    plain = _alone(model, _PROMPTS, _REPLIES)  # the test tells the two apart
+    assert max((a - b).abs().max() for (a, _), (b, _) in zip(alone, plain, strict=True)) > 0.1
+
+
+@pytest.mark.parametrize("packed", [False, True])
+def test_autocast_runs_the_forward_pass_in_the_dtype_asked_for(packed):
+    """``autocast_dtype``: the model runs under autocast in that dtype, bf16 or fp16 (both run
+    on a CPU), in the padded and the packed pass: each row's log-probs are those of its own
+    forward pass under that autocast, not float32's nor the other half precision's."""
+    from gagpo.agents.models import load_model
+
+    model, tok = load_model("tiny")
+    got = {}
+    for dtype in (torch.bfloat16, torch.float16):
+        with torch.no_grad():
+            logp, mask, ent = reply_logprobs(model, _PROMPTS, _REPLIES, pad_id=tok.pad_token_id,
+                                             with_entropy=True, autocast_dtype=dtype,
+                                             packed=packed)
+        assert logp.dtype == ent.dtype == torch.float32
+        _assert_rows_match(logp, mask, ent,
+                           _alone(model, _PROMPTS, _REPLIES, autocast_dtype=dtype), atol=1e-3)
+        got[dtype] = logp
+    # The three precisions give log-probs apart by more than that tolerance (by 6e-3 at least
+    # here): a pass in another one would not pass for the one asked for.
+    with torch.no_grad():
+        full = reply_logprobs(model, _PROMPTS, _REPLIES, pad_id=tok.pad_token_id,
+                              packed=packed)[0]
+    for a, b in ((got[torch.bfloat16], got[torch.float16]), (got[torch.float16], full),
+                 (got[torch.bfloat16], full)):
+        assert (a - b).abs().max() > 1e-3
+
+
+def test_a_padded_row_keeps_the_positions_it_has_alone_under_absolute_position_embeddings():
+    """Left padding must not shift a row's positions: under learned absolute position
+    embeddings (GPT-2's; the tiny Llama's rotary ones see only relative positions), a padded
+    batch of rows of different lengths gives each row the log-probs of its own forward pass."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    with torch.random.fork_rng():  # random weights, the same each run
+        torch.manual_seed(0)
+        model = GPT2LMHeadModel(GPT2Config(vocab_size=64, n_positions=32, n_embd=32, n_layer=2,
+                                           n_head=2, bos_token_id=0, eos_token_id=0)).eval()
+    prompts, replies = [[5, 6, 7, 8, 9, 10], [11, 12], [20, 21, 22, 23]], [[30, 31], [40], [50]]
+    with torch.no_grad():
+        logp, mask, ent = reply_logprobs(model, prompts, replies, pad_id=0, with_entropy=True)
+    _assert_rows_match(logp, mask, ent, _alone(model, prompts, replies), atol=1e-5)

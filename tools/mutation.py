@@ -424,7 +424,8 @@ TARGETS: tuple[Target, ...] = (
         # Packed passes and micro-batches: the same log-probs as padded ones, row for row.
         "packed passes",
         ("gagpo/logprobs.py", "gagpo/batching.py"),
-        ("tests/test_losses.py", "tests/test_update_batch.py"),
+        ("tests/test_losses.py", "tests/test_update_batch.py",
+         "tests/test_kv_cache.py::test_packed_replies_attend_split_with_the_same_logprobs_and_gradients"),
     ),
     Target(
         # A checkpoint that does not fit the model must be refused, by resume and export alike.
