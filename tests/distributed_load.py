@@ -6,6 +6,7 @@ gathered model's to ``OUT`` (a .pt file); tests/test_export.py compares them."""
 from __future__ import annotations
 
 import sys
+from datetime import timedelta
 
 import torch
 
@@ -15,6 +16,8 @@ from gagpo.distributed import full_state, load_full_state, setup_distributed, sh
 def main(parallel: str, out: str) -> None:
     from gagpo.agents.models import load_model
 
+    # A load whose ranks disagree hangs in a collective: fail within minutes, not gloo's 30.
+    torch.distributed.init_process_group("gloo", timeout=timedelta(seconds=120))
     rank, _, _ = setup_distributed()
     model, _ = load_model("tiny")
     torch.manual_seed(7)  # the checkpoint: the model's own weights moved, the same on each rank
