@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import sys
 
-import torch
+from two_ranks import save_from_rank_0
 
 from gagpo.distributed import Compute, full_state, setup_distributed, shard_model
 from gagpo.train_config import TrainConfig
@@ -41,10 +41,7 @@ def main(parallel: str, out: str) -> None:
                       pad_id=tok.pad_token_id)
     nll = behaviour_cloning(model, mine, config(), compute=compute)
     state = full_state(model)
-    if rank == 0:
-        torch.save({"params": state, "nll": nll}, out)
-    torch.distributed.barrier()
-    torch.distributed.destroy_process_group()
+    save_from_rank_0(rank, {"params": state, "nll": nll}, out)
 
 
 if __name__ == "__main__":

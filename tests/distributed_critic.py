@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 import torch
 from distributed_update import policy
+from two_ranks import save_from_rank_0
 
 from gagpo.critic import Critic, ValueModel
 from gagpo.distributed import (
@@ -103,10 +104,7 @@ def main(parallel: str, out: str) -> None:
     assert is_sharded(c.model) == (parallel == "fsdp"), parallel
     grad_norm = update(c, RANK_ROWS[rank])
     state = full_state(c.model)
-    if rank == 0:
-        torch.save({"params": state, "grad_norm": grad_norm, "starts": starts}, out)
-    torch.distributed.barrier()  # no rank leaves while another still talks to it
-    torch.distributed.destroy_process_group()
+    save_from_rank_0(rank, {"params": state, "grad_norm": grad_norm, "starts": starts}, out)
 
 
 if __name__ == "__main__":

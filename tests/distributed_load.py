@@ -9,6 +9,7 @@ import sys
 from datetime import timedelta
 
 import torch
+from two_ranks import save_from_rank_0
 
 from gagpo.distributed import full_state, load_full_state, setup_distributed, shard_model
 
@@ -27,10 +28,7 @@ def main(parallel: str, out: str) -> None:
         shard_model(model)
     load_full_state(model, wanted if rank == 0 else {})
     got = full_state(model)
-    if rank == 0:
-        torch.save({"wanted": expected, "got": got}, out)
-    torch.distributed.barrier()
-    torch.distributed.destroy_process_group()
+    save_from_rank_0(rank, {"wanted": expected, "got": got}, out)
 
 
 if __name__ == "__main__":

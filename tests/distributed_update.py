@@ -8,6 +8,7 @@ from __future__ import annotations
 import sys
 
 import torch
+from two_ranks import save_from_rank_0
 
 from gagpo.distributed import Compute, full_state, setup_distributed, shard_model
 from gagpo.train_config import TrainConfig
@@ -103,10 +104,7 @@ def main(parallel: str, out: str) -> None:
                       pad_id=tok.pad_token_id)
     stats = update(model, ref, opt, mine, config(), compute=compute, epoch_seed=0)
     state = full_state(model)
-    if rank == 0:
-        torch.save({"params": state, "grad_norm": stats.grad_norm}, out)
-    torch.distributed.barrier()  # no rank leaves while another still talks to it
-    torch.distributed.destroy_process_group()
+    save_from_rank_0(rank, {"params": state, "grad_norm": stats.grad_norm}, out)
 
 
 if __name__ == "__main__":

@@ -41,6 +41,15 @@ def run_two_ranks(script: str, parallel: str, tmp_path: Path) -> dict:
     return torch.load(out)
 
 
+def save_from_rank_0(rank: int, result: dict, out: str) -> None:
+    """End of a script under torchrun: rank 0 saves ``result`` for :func:`run_two_ranks`,
+    then the ranks leave the group together (none leaves while another still talks to it)."""
+    if rank == 0:
+        torch.save(result, out)
+    torch.distributed.barrier()
+    torch.distributed.destroy_process_group()
+
+
 def torchrun_train(out: Path, *extra: str) -> str:
     """``gagpo train`` of the tiny model on 2 ranks (a few steps; ``extra`` flags last, so
     they win) into ``out``; what it printed."""
