@@ -428,6 +428,17 @@ def test_the_viewers_shop_pages_load_nothing_from_another_host(shop, episode, tm
     ("/shop-site/r/static/placeholder.svg", False),
     ("static/x.svg", False),
     ("data:image/svg+xml,%3Csvg%2F%3E", False),
+    ("DATA:image/png;base64,iVBORw0KGgo=", False),
+    ("javascript:alert(1)", True),          # a scheme other than data: loads nothing local
+    ("JavaScript&#58;alert(1)", True),
+    ("blob:https://cdn.example/1", True),
+    ("/\t/cdn.example/x.jpg", True),         # the tab dropped: //cdn.example
+    ("/\n/cdn.example/x.jpg", True),
+    ("\x01\x1f//cdn.example/x.jpg", True),   # leading control characters stripped
+    ("\xa0//cdn.example/x.jpg", False),      # a no-break space is no space to strip: a path
+    ("../static/x.svg", False),
+    ("?page=2", False),
+    ("#top", False),
 ])
 def test_images_from_another_host_become_the_placeholder(src, outside):
     from gagpo.viewer.shop import local_images, off_site
@@ -517,3 +528,318 @@ def test_a_step_that_is_not_there_is_a_404_that_says_so(shop, episode, tmp_path)
     c = create_app([_train_run(tmp_path / "gap", gap, {"num_products": N_PRODUCTS})]
                    ).test_client()
     _problem(c, "/shop/gap/1/0/5", 404, "recorded only some")
+
+
+# -- what each page that shows no shop says, word for word ---------------------------------
+
+ASK_SHOP = ("or open the run's steps on a shop serving its catalog and goals: gagpo serve "
+            "webshop, then gagpo view --shop URL")
+
+
+def _bare_rows(task_id: str = "webshop:0", n: int = 2) -> list[StepRow]:
+    """``n`` steps of a rollout of ``task_id`` that recorded no state keys or observations
+    (nothing for the replay to check): enough for the pages that show no shop."""
+    return [StepRow(0, 0, t, task_id, "", "", "", None, "", "search[shoe]", True, True, 0.0,
+                    False, False, False, 0.0) for t in range(n)]
+
+
+def _said(client, url: str, status: int) -> tuple[str, str]:
+    """The title and the sentence of the page ``url`` answers with ``status``."""
+    r = client.get(url)
+    assert r.status_code == status, (url, r.status_code, r.data[:500])
+    assert r.mimetype == "text/html"
+    soup = BeautifulSoup(r.get_data(as_text=True), "html.parser")
+    title = soup.h1.get_text()
+    assert soup.title.get_text() == f"{title} - gagpo view"
+    return title, soup.find(id="error").get_text()
+
+
+def test_a_served_shop_page_names_the_shop_and_where_the_run_recorded_it(tmp_path):
+    url = "http://10.0.0.7:3000"
+    train = _train_run(tmp_path / "srv", _bare_rows(), {"server_url": url})
+    ev = _eval_run(tmp_path / "ev", _bare_rows(), {"env_kwargs": {"server_url": url}})
+    c = create_app([train, ev]).test_client()
+    for page, origin in (("/shop/srv/1/0/1", "config.json's env_kwargs"),
+                         ("/shop-eval/ev/5/1", "summary.json's env_kwargs")):
+        assert _said(c, page, 404) == (
+            "Played on a served shop",
+            f"This run played on the shop served at {url} ({origin}), whose catalog and goals "
+            f"the run does not record. Open its steps on that shop: gagpo view --shop {url}")
+
+
+def test_an_evaluation_whose_summary_names_no_shop_says_which_kind_it_played_on(tmp_path):
+    """An evaluation's summary.json that records no env_kwargs, only the env's label: a served
+    shop, or a catalog folder it does not name."""
+    served = _eval_run(tmp_path / "served", _bare_rows(),
+                       {"env": "WebShop-v0", "label": "WebShop (served shop)"})
+    folder = _eval_run(tmp_path / "folder", _bare_rows(), {"env": "WebShop-v0",
+                                                           "label": "WebShop"})
+    c = create_app([served, folder]).test_client()
+    assert _said(c, "/shop-eval/served/5/0", 404) == (
+        "Played on a served shop",
+        "This evaluation played on a shop served over HTTP, whose catalog and goals its "
+        "summary.json does not record. Open its steps on that shop: gagpo view --shop URL.")
+    assert _said(c, "/shop-eval/folder/5/0", 404) == (
+        "Catalog folder not recorded",
+        "This evaluation played on a folder of WebShop data files that its summary.json does "
+        f"not name, so the viewer cannot open its shop; {ASK_SHOP}.")
+
+
+@pytest.mark.parametrize("kwargs", [
+    {"catalog": 123},
+    {"catalog": ["webshop-data"], "goals": "synthetic"},
+    {"goals": "expert"},
+    {"goals": None, "num_products": 50},
+    {"num_products": 0},
+    {"num_products": -3},
+    {"num_products": "200"},
+    {"num_products": True},
+    {"num_products": 2.5},
+])
+def test_settings_the_env_does_not_take_get_a_page_that_names_them(kwargs, tmp_path):
+    c = create_app([_train_run(tmp_path / "odd", _bare_rows(), kwargs)]).test_client()
+    catalog, goals = kwargs.get("catalog"), kwargs.get("goals", "human")
+    n = kwargs.get("num_products")
+    assert _said(c, "/shop/odd/1/0/0", 404) == (
+        "Unknown shop settings",
+        f"The run's shop settings (config.json's env_kwargs: catalog={catalog!r}, "
+        f"goals={goals!r}, num_products={n!r}) are not ones WebShop-v0 takes, so the viewer "
+        "cannot open its shop.")
+
+
+@pytest.mark.parametrize("env_kwargs", [{"num_products": 1}, None, [], "num_products=5"])
+def test_a_one_product_shop_and_a_config_without_env_kwargs_open(env_kwargs, tmp_path):
+    """The least product count WebShop-v0 takes is 1; a config.json whose env_kwargs are null
+    or not a mapping played on the defaults."""
+    run = tmp_path / "r"
+    _train_run(run, _bare_rows(), {})
+    write_json(run / "config.json", {"env": "WebShop-v0", "env_kwargs": env_kwargs})
+    c = create_app([run]).test_client()
+    for t in (0, 1, 2):
+        r = c.get(f"/shop/r/1/0/{t}")
+        assert r.status_code == 200, (t, r.data[:500])
+    shop = open_shop(num_products=1 if env_kwargs == {"num_products": 1} else None)
+    state = shop.initial_state(0)
+    for action in ("search[shoe]", "search[shoe]"):
+        state = shop.step(state, action).state
+    assert _unmounted(r.get_data(as_text=True), "/shop-site/r") == \
+        _placeholders(render_html(shop, state))
+
+
+DEFAULT_SHOP = "the embedded generated catalog (1000 products), human goals"
+
+
+@pytest.mark.parametrize(("kind", "written", "opened", "what", "origin"), [
+    ("train", None, {}, DEFAULT_SHOP, "the defaults (the run folder has no config.json)"),
+    ("train", {}, {}, DEFAULT_SHOP, "config.json's env_kwargs"),
+    ("train", {"num_products": N_PRODUCTS, "goals": "synthetic"},
+     {"num_products": N_PRODUCTS, "goals": "synthetic"},
+     f"the embedded generated catalog ({N_PRODUCTS} products), synthetic goals",
+     "config.json's env_kwargs"),
+    ("eval", None, {}, DEFAULT_SHOP, "the defaults (this evaluation has no summary.json yet)"),
+    ("eval", {"label": "WebShop (embedded generated catalog)"}, {}, DEFAULT_SHOP,
+     "summary.json (the embedded generated catalog; it records no goals or product count: "
+     "the defaults)"),
+    ("eval", {"env_kwargs": {"num_products": N_PRODUCTS}}, {"num_products": N_PRODUCTS},
+     f"the embedded generated catalog ({N_PRODUCTS} products), human goals",
+     "summary.json's env_kwargs"),
+], ids=["train-no-config", "train-empty-env-kwargs", "train-env-kwargs", "eval-no-summary",
+        "eval-label-only", "eval-env-kwargs"])
+def test_a_goal_the_shop_does_not_have_names_the_shop_and_where_it_was_read(
+        kind, written, opened, what, origin, tmp_path):
+    """The run played a goal past the shop's last: the page says which shop the viewer opened
+    (catalog, size, goals) and where it read that, so that the user can tell why."""
+    last = len(open_shop(**opened).goals)  # one past the shop's last goal
+    rows = _bare_rows(f"webshop:{last}")
+    if kind == "train":
+        c = create_app([_train_run(tmp_path / "r", rows, written)]).test_client()
+        url = "/shop/r/1/0/0"
+    else:
+        c = create_app([_eval_run(tmp_path / "r", rows, written)]).test_client()
+        url = "/shop-eval/r/5/0"
+    assert _said(c, url, 409) == (
+        "The run's shop differs",
+        f"This shop ({what}, read from {origin}) does not reproduce the run: it has {last} "
+        f"goals, and the run played goal {last}.")
+
+
+def test_a_catalog_folder_that_is_not_there_gets_a_page_naming_the_folder_looked_at(
+        tmp_path, monkeypatch):
+    """A relative catalog path is read from the viewer's working directory: the page names
+    the folder it looked at, and the files to put there."""
+    monkeypatch.chdir(tmp_path)
+    c = create_app([_train_run(tmp_path / "rel", _bare_rows(), {"catalog": "webshop-data"})]
+                   ).test_client()
+    assert _said(c, "/shop/rel/1/0/0", 404) == (
+        "The run's catalog is missing",
+        "The run played on the WebShop data files in webshop-data (config.json's env_kwargs), "
+        f"and {tmp_path / 'webshop-data'} is not a folder on this machine (a relative path is "
+        "read from the viewer's working directory). Put the original items_shuffle*.json, "
+        f"items_ins_v2*.json and items_human_ins.json there, {ASK_SHOP}.")
+
+
+@pytest.mark.parametrize(("goals", "present", "missing"), [
+    ("human", [], "items_shuffle*.json and no items_human_ins*.json"),
+    ("synthetic", [], "items_shuffle*.json and no items_ins_v2*.json"),
+    ("human", ["items_shuffle_1000.json", "items_ins_v2_1000.json"], "items_human_ins*.json"),
+    ("synthetic", ["items_shuffle.json", "items_human_ins.json"], "items_ins_v2*.json"),
+    ("human", ["items_human_ins.json", "items_ins_v2.json"], "items_shuffle*.json"),
+], ids=["human-empty", "synthetic-empty", "human-no-human-ins", "synthetic-no-ins-v2",
+        "no-shuffle"])
+def test_a_catalog_folder_without_the_files_its_goals_need_names_those_files(
+        goals, present, missing, tmp_path):
+    """Human goals need items_human_ins*.json, synthetic goals items_ins_v2*.json, both the
+    items_shuffle*.json products."""
+    folder = tmp_path / "webshop-data"
+    folder.mkdir()
+    for name in present:
+        (folder / name).write_text("{}")
+    kwargs = {"catalog": str(folder), "goals": goals}
+    c = create_app([_train_run(tmp_path / "r", _bare_rows(), kwargs)]).test_client()
+    assert _said(c, "/shop/r/1/0/0", 404) == (
+        "The run's catalog files are missing",
+        f"The run played on the WebShop data files in {folder} (config.json's env_kwargs), and "
+        f"that folder holds no {missing}. Put the original files there, {ASK_SHOP}.")
+
+
+@pytest.mark.parametrize(("kwargs", "what"), [
+    ({}, ", human goals"),
+    ({"num_products": 50}, " (first 50 products), human goals"),
+    ({"goals": "synthetic", "num_products": 7}, " (first 7 products), synthetic goals"),
+], ids=["all-products", "first-50", "synthetic-first-7"])
+def test_catalog_files_that_cannot_be_read_get_a_page_naming_the_shop_and_the_error(
+        kwargs, what, tmp_path):
+    folder = tmp_path / "webshop-data"
+    folder.mkdir()
+    for name in ("items_shuffle_1000.json", "items_ins_v2_1000.json", "items_human_ins.json"):
+        (folder / name).write_text("{}")  # not the original's lists
+    c = create_app([_train_run(tmp_path / "r", _bare_rows(), {"catalog": str(folder), **kwargs})]
+                   ).test_client()
+    title, message = _said(c, "/shop/r/1/0/0", 404)
+    assert title == "The run's shop cannot be opened"
+    head = (f"The run played on the WebShop data files in {folder}{what} (config.json's "
+            "env_kwargs). Opening it here failed: ")
+    tail = f". Fix or restore those files, {ASK_SHOP}."
+    assert message.startswith(head) and message.endswith(tail), message
+    assert re.fullmatch(r"\w+: .+", message[len(head):-len(tail)]), message  # Type: what
+
+
+def test_a_shop_problem_reads_as_its_message(tmp_path):
+    """Where the viewer's code meets a shop problem outside a page (a log, a traceback), it
+    reads as the page's sentence."""
+    from gagpo.viewer.data import Run
+    from gagpo.viewer.shop import ShopProblem, run_shop
+
+    path = _train_run(tmp_path / "gone", _bare_rows(), {"catalog": str(tmp_path / "nowhere")})
+    with pytest.raises(ShopProblem) as caught:
+        run_shop(Run("gone", path, "train"))
+    problem = caught.value
+    assert (problem.status, problem.title) == (404, "The run's catalog is missing")
+    assert str(problem) == problem.message
+    assert problem.message.startswith(f"The run played on the WebShop data files in "
+                                      f"{tmp_path / 'nowhere'} (config.json's env_kwargs), and ")
+
+
+def test_a_replay_that_differs_from_the_record_says_where_word_for_word(shop, episode, tmp_path):
+    """Other goals than the run's (the recorded observation shows another instruction), a
+    state key the replay does not reach, a step missing from the record."""
+    goal, actions, rows, pages, states = episode
+    c = create_app([
+        _train_run(tmp_path / "syn", rows, {"num_products": N_PRODUCTS, "goals": "synthetic"}),
+        _train_run(tmp_path / "key", [replace(r, state_key="0123456789ab") if r.t == 4 else r
+                                      for r in rows], {"num_products": N_PRODUCTS}),
+        _train_run(tmp_path / "gap", [r for r in rows if r.t != 3],
+                   {"num_products": N_PRODUCTS}),
+    ]).test_client()
+    synthetic = open_shop(num_products=N_PRODUCTS, goals="synthetic")
+    instruction = synthetic.goals[goal].instruction_text.strip()
+    assert instruction not in rows[0].observation
+    assert _said(c, "/shop/syn/1/0/2", 409) == (
+        "The run's shop differs",
+        f"This shop (the embedded generated catalog ({N_PRODUCTS} products), synthetic goals, "
+        f"read from config.json's env_kwargs) does not reproduce the run: goal {goal}'s "
+        f"instruction here is {instruction!r}, which the run's recorded observations do not "
+        "show.")
+    for t in (4, 5, len(actions)):
+        assert _said(c, f"/shop/key/1/0/{t}", 409) == (
+            "The run's shop differs",
+            f"This shop (the embedded generated catalog ({N_PRODUCTS} products), human goals, "
+            "read from config.json's env_kwargs) does not reproduce the run: replaying the "
+            "rollout's actions reaches, before step 4, another state than the run recorded "
+            "(other catalog files, goals or product count, or a gagpo whose state keys differ "
+            "from the one that recorded the run).")
+    for t in (0, 3):
+        assert c.get(f"/shop/key/1/0/{t}").status_code == 200
+    for t in (4, 5):
+        assert _said(c, f"/shop/gap/1/0/{t}", 404) == (
+            "No such step",
+            f"The rollout has no step {t} (or the run recorded only some of its steps).")
+
+
+def test_a_run_that_recorded_no_observations_still_opens_its_steps(shop, episode, tmp_path):
+    """An evaluation written without observations (null) or a step table with them empty:
+    the state keys alone check the replay, and each step's page is the one the agent saw."""
+    goal, actions, rows, pages, states = episode
+    ev = _eval_run(tmp_path / "ev", [replace(r, observation=None) for r in rows],
+                   {"env_kwargs": {"num_products": N_PRODUCTS}})
+    train = _train_run(tmp_path / "tr", [replace(r, observation="") for r in rows],
+                       {"num_products": N_PRODUCTS})
+    c = create_app([ev, train]).test_client()
+    for t in (0, 6, len(actions)):
+        for url, root in ((f"/shop-eval/ev/5/{t}", "/shop-site/ev"),
+                          (f"/shop/tr/1/0/{t}", "/shop-site/tr")):
+            r = c.get(url)
+            assert r.status_code == 200, (url, r.data[:300])
+            assert _unmounted(r.get_data(as_text=True), root) == _placeholders(pages[t])
+
+
+def test_replay_reaches_each_recorded_steps_state_and_no_step_past_the_end(shop, episode):
+    """Step t's state is the one action t was taken in; one past the last step, the state the
+    episode ended in; any other t, and a record with a step missing, is no step."""
+    from gagpo.viewer.shop import Recorded, ShopProblem, ShopSource, replay
+
+    goal, actions, rows, pages, states = episode
+    source = ShopSource(num_products=N_PRODUCTS, origin="the test")
+    steps = [Recorded(r.t, r.action, r.state_key, r.observation) for r in reversed(rows)]
+    for t in range(len(actions) + 1):
+        assert replay(shop, source, rows[0].task_id, steps, t) == states[t], t
+    for t, kept in ((-1, steps), (len(actions) + 1, steps), (2, steps[:-1])):
+        with pytest.raises(ShopProblem) as caught:
+            replay(shop, source, rows[0].task_id, kept, t)
+        assert (caught.value.status, caught.value.title, caught.value.message) == (
+            404, "No such step",
+            f"The rollout has no step {t} (or the run recorded only some of its steps).")
+
+
+@pytest.mark.parametrize("task_id", ["alfworld:3", "webshop:", "webshop:-1", "webshop:1a",
+                                     "webshop: 1", "WebShop:1", "webshop:" + "9" * 13, "1"])
+def test_a_step_of_another_task_than_a_webshop_goal_is_a_404_that_says_so(task_id, tmp_path):
+    from gagpo.viewer.shop import ShopProblem, goal_of_task
+
+    with pytest.raises(ShopProblem) as caught:
+        goal_of_task(task_id)
+    said = (404, "Not a WebShop step", f"Task {task_id!r} is not a WebShop goal.")
+    assert (caught.value.status, caught.value.title, caught.value.message) == said
+    c = create_app([_train_run(tmp_path / "r", _bare_rows(task_id), {})]).test_client()
+    assert _said(c, "/shop/r/1/0/0", 404) == said[1:]
+
+
+def test_goal_of_task_reads_a_webshop_task_ids_goal():
+    from gagpo.viewer.shop import goal_of_task
+
+    assert [goal_of_task(t) for t in ("webshop:0", "webshop:7", "webshop:1983",
+                                      "webshop:" + "9" * 12)] == [0, 7, 1983, 999999999999]
+
+
+def test_runs_on_one_shop_share_one_mounted_site_that_has_no_json_api(shop, tmp_path):
+    """The shop's pages are mounted once per shop (catalog, goals, size), whichever run and
+    file the settings came from; the mount serves pages only: no session API, no token."""
+    from gagpo.viewer.shop import ShopSource, site
+
+    mounted = site(ShopSource(num_products=N_PRODUCTS, origin="config.json's env_kwargs"), shop)
+    assert site(ShopSource(num_products=N_PRODUCTS, origin="summary.json"), shop) is mounted
+    c = create_app([_train_run(tmp_path / "r", _bare_rows(), {"num_products": N_PRODUCTS})]
+                   ).test_client()
+    assert c.get("/shop-site/r/api/v1/info").status_code == 404
+    assert c.post("/shop-site/r/api/v1/sessions", json={"goal": 0}).status_code == 404
+    assert c.get("/shop-site/r/fixed_0").status_code == 200  # the pages are there
