@@ -621,11 +621,13 @@ def test_reply_logprobs_by_default_are_the_padded_passes_at_temperature_one_with
                                 packed=True)
         assert packed[2] is None
         torch.testing.assert_close(packed[0], logp, atol=1e-5, rtol=0)
+        unpaired = (r"^\d prompts for \d replies: a reply needs its own prompt "
+                    r"\(repeat a shared one\)$")
         # Unpaired lists, in either pass (the packed one broadcast one prompt's log-probs
         # under three replies' masks, or failed with an IndexError).
         for prompts, replies in (([[5, 6], [7, 8]], [[9]]), ([[5, 6]], [[9], [10], [11]])):
             for pack in (False, True):
-                with pytest.raises(ValueError, match=r"^\d prompts for \d replies"):
+                with pytest.raises(ValueError, match=unpaired):
                     reply_logprobs(model, prompts, replies, pad_id=tok.pad_token_id,
                                    packed=pack)
 
