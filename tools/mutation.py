@@ -526,8 +526,9 @@ def _run_one(target: Target, max_seconds: float | None = None, survivors: bool =
         only_mutate=list(target.files),
         pytest_add_cli_args_test_selection=list(target.tests),
         # Worker processes started by "spawn" (the vector env's) import this process's main
-        # module, this one (tools/), from inside mutants/; some tests import benchmarks.
-        also_copy=[*cfg.also_copy, Path("tools"), Path("benchmarks")],
+        # module, this one (tools/), from inside mutants/; some tests import benchmarks, and
+        # the paired comparison's read the frozen studies' evaluations.
+        also_copy=[*cfg.also_copy, Path("tools"), Path("benchmarks"), Path("studies")],
     )
     started = time.monotonic()
     commit = _git_commit()  # the code and tests copied into mutants/ now
