@@ -18,9 +18,11 @@ from __future__ import annotations
 
 import gzip
 import hashlib
+import io
 import json
 import os
 import sys
+import tarfile
 import zipfile
 from pathlib import Path
 
@@ -135,13 +137,54 @@ def test_a_wheel_pip_cannot_download_is_wheel_files_missing(tmp_path, offline, m
     # pip's own last lines say why, joined on one line.
     reason = str(e.value).partition("'s wheel: ")[2]
     assert reason.endswith("No matching distribution found for alfworld==0.4.2")
-    assert " / " in reason and "\n" not in reason
+    assert "\n" not in reason and all(line.startswith("ERROR: ")  # each line whole
+                                      for line in reason.split(" / ")), reason
     assert _cache_entries(tmp_path) == []
     _alfworld_wheel(offline)
     monkeypatch.setattr(wf, "PIP_TIMEOUT_S", 0.001)  # pip cannot even start in that time
     with pytest.raises(WheelFilesMissing,
                        match=r"^pip download alfworld==0\.4\.2 did not finish: "):
         cached_wheel_files("alfworld", "0.4.2", "alfworld", ["data/alfred.pddl"])
+    assert _cache_entries(tmp_path) == []
+
+
+def test_a_source_archive_is_never_taken_for_the_wheel(tmp_path, offline):
+    """An index with only the project's sdist: pip must not build it (that would run its
+    setup code to get files a wheel holds as data); it says there is no wheel."""
+    sdist = offline / "alfworld-0.4.2.tar.gz"
+    with tarfile.open(sdist, "w:gz") as tar:
+        for name, text in {"PKG-INFO": "Metadata-Version: 2.1\nName: alfworld\n"
+                                       "Version: 0.4.2\n",
+                           "setup.py": "from setuptools import setup\nsetup()\n"}.items():
+            data = text.encode()
+            info = tarfile.TarInfo(f"alfworld-0.4.2/{name}")
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    with pytest.raises(WheelFilesMissing) as e:
+        cached_wheel_files("alfworld", "0.4.2", "alfworld", ["data/alfred.pddl"])
+    assert str(e.value).endswith("ERROR: No matching distribution found for alfworld==0.4.2")
+    assert _cache_entries(tmp_path) == []
+
+
+def test_a_pip_that_fails_after_saving_the_wheel_is_not_trusted(tmp_path, offline,
+                                                                  monkeypatch):
+    """Only a clean exit of pip counts: a pip that saved the wheel and then failed (here made
+    to, at its exit) is refused, and its last three lines of output say why."""
+    _alfworld_wheel(offline)
+    hook = tmp_path / "hook"
+    hook.mkdir()
+    (hook / "sitecustomize.py").write_text(  # runs in pip's process only (its PYTHONPATH)
+        "import atexit, os, sys\n"
+        "def fail():\n"
+        "    sys.stderr.write('\\n'.join(f'line {i}' for i in range(1, 6)) + '\\n')\n"
+        "    sys.stderr.flush()\n"
+        "    os._exit(3)\n"
+        "atexit.register(fail)\n")
+    monkeypatch.setenv("PYTHONPATH", str(hook))
+    with pytest.raises(WheelFilesMissing) as e:
+        cached_wheel_files("alfworld", "0.4.2", "alfworld", ["data/alfred.pddl"])
+    assert str(e.value) == ("pip could not download alfworld==0.4.2's wheel: "
+                            "line 3 / line 4 / line 5")
     assert _cache_entries(tmp_path) == []
 
 
