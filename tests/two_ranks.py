@@ -25,21 +25,30 @@ TWO_RANKS = pytest.mark.timeout(3 * LAUNCH_TIMEOUT)
 
 
 GLOO_ABORT = "terminate called without an active exception"
-"""What a rank prints when gloo's threads abort it (SIGABRT): seen once in a CI run of
+"""What a rank prints when a C++ thread aborts it (SIGABRT): seen once in a CI run of
 ``test_torchrun_fsdp_with_lora_score_mode_and_warm_start`` (2026-12-07), which then passed
-alone; such a launch is tried once more, and a second abort fails the test."""
+alone; in 1 of 60 launches of that run since (``studies/gloo_teardown``), with no Python
+frame left: the program had ended.
+Where it comes from, as far as measured (torch 2.13, gloo): once a rank has built DDP or
+``fully_shard`` (a bare model, no gagpo code), ``destroy_process_group`` leaves the default
+group referenced and gloo's three threads (``gloo_tcp_loop``, two ``pt_gloo_runloop``) running
+until the interpreter is torn down, where pytorch/pytorch#179291 places this abort (gloo's
+threads releasing Python-owned tensors then); plain collectives leave none. Such a launch is
+tried once more, and a second abort fails the test. The ranks run with Python's fault handler,
+so an abort prints every Python thread's stack: the retry shows it."""
 
 
 def _launch(args: list[str]) -> subprocess.CompletedProcess:
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
            *args]
-    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(ROOT))
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(ROOT), PYTHONFAULTHANDLER="1")
     for attempt in (1, 2):
         proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True,
                               timeout=LAUNCH_TIMEOUT)
         if proc.returncode == 0 or GLOO_ABORT not in proc.stderr or attempt == 2:
             break
-        print(f"two_ranks: a rank aborted in gloo ({GLOO_ABORT!r}); launching again",
+        where = proc.stderr[proc.stderr.index(GLOO_ABORT):][:4000]
+        print(f"two_ranks: a rank aborted; launching again. What it printed:\n{where}",
               file=sys.stderr)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return proc
