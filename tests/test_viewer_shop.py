@@ -545,10 +545,7 @@ def _bare_rows(task_id: str = "webshop:0", n: int = 2) -> list[StepRow]:
 
 def _said(client, url: str, status: int) -> tuple[str, str]:
     """The title and the sentence of the page ``url`` answers with ``status``."""
-    r = client.get(url)
-    assert r.status_code == status, (url, r.status_code, r.data[:500])
-    assert r.mimetype == "text/html"
-    soup = BeautifulSoup(r.get_data(as_text=True), "html.parser")
+    soup = BeautifulSoup(_problem(client, url, status), "html.parser")
     title = soup.h1.get_text()
     assert soup.title.get_text() == f"{title} - gagpo view"
     return title, soup.find(id="error").get_text()
